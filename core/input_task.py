@@ -1,0 +1,69 @@
+"""The part of StreamTask shared by task types that read channels (one- and two-input)."""
+
+from __future__ import annotations
+
+from flintlock.core.errors import ChannelError
+from flintlock.core.events import (
+    CheckpointBarrier,
+    DataEvent,
+    EndOfInputEvent,
+    Watermark,
+    WatermarkEvent,
+)
+from flintlock.core.input_gate import InputGate
+from flintlock.core.task import StreamTask
+
+
+class InputStreamTask(StreamTask):
+    """Feeds events from the task's input channels to the head of its chain."""
+
+    num_inputs = 1
+
+    def task_init(self) -> None:
+        """Open the input gate over the channels of each input."""
+        channels = self.environment.input_channels
+        if sorted(channels) != list(range(1, self.num_inputs + 1)):
+            raise ChannelError(
+                f"a {self.task_type} task reads inputs 1..{self.num_inputs}, "
+                f"was given inputs {sorted(channels)}"
+            )
+        self.gate = InputGate(channels)
+
+    def run(self) -> None:
+        """Dispatch events until every input ended or a barrier ends the epoch."""
+        gate, chain = self.gate, self.chain
+        for event in self.environment.input:
+            kind = type(event)
+            if kind is DataEvent:
+                gate.check_data(event.input_index, event.channel)
+                chain.process_head(event.batch, event.input_index)
+            elif kind is WatermarkEvent:
+                combined = gate.on_watermark(
+                    event.input_index, event.channel, event.watermark.timestamp
+                )
+                if combined is not None:
+                    chain.process_head_watermark(Watermark(combined), event.input_index)
+            elif kind is EndOfInputEvent:
+                if gate.on_end_of_input(event.input_index, event.channel):
+                    chain.end_head_input(event.input_index)
+                    if gate.all_ended:
+                        self.input_ended = True
+                        return
+            elif kind is CheckpointBarrier:
+                aligned = gate.on_barrier(event)
+                if aligned is not None:
+                    self.barrier = aligned
+                    return
+            else:
+                raise ChannelError(f"unknown input event {event!r}")
+        raise ChannelError("the input stopped before the end of the epoch (no barrier)")
+
+    def await_barrier(self) -> CheckpointBarrier:
+        """After the input ended only the final barrier may arrive."""
+        for event in self.environment.input:
+            if type(event) is not CheckpointBarrier:
+                raise ChannelError(f"{type(event).__name__} after the end of input")
+            aligned = self.gate.on_barrier(event)
+            if aligned is not None:
+                return aligned
+        raise ChannelError("the input stopped before the final checkpoint's barrier")

@@ -1,0 +1,75 @@
+"""Task types, state backends, operators and sinks offered by plugins, by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+from flintlock.core.errors import PluginError
+
+KINDS = {
+    "task type": "flintlock_register_task_types",
+    "state backend": "flintlock_register_state_backends",
+    "operator": "flintlock_register_operators",
+    "sink": "flintlock_register_sinks",
+}
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One named thing a plugin offers, and which plugin offered it."""
+
+    name: str
+    value: Any
+    plugin_name: str
+
+
+@dataclass
+class Registry:
+    """What the plugins of one manager offer, by kind and name."""
+
+    entries: dict[str, dict[str, Registered]] = field(default_factory=dict)
+
+    def get(self, kind: str, name: str) -> Any:
+        """The object registered as ``name`` of ``kind``; a clear error if none is."""
+        found = self.entries.get(kind, {}).get(name)
+        if found is None:
+            known = ", ".join(sorted(self.entries.get(kind, {}))) or "none"
+            raise PluginError(
+                f"no {kind} named '{name}' is registered (known: {known}); install the "
+                f"plugin that provides it or hand its plugin object to the job"
+            )
+        return found.value
+
+    def names(self, kind: str) -> list[str]:
+        """Registered names of ``kind``, sorted."""
+        return sorted(self.entries.get(kind, {}))
+
+    def describe(self, kind: str) -> list[Registered]:
+        """Every entry of ``kind`` with the plugin that offered it, sorted by name."""
+        return [self.entries.get(kind, {})[name] for name in self.names(kind)]
+
+
+def build_registry(manager: pluggy.PluginManager) -> Registry:
+    """Call each registration hook per plugin, so duplicates can name both plugins."""
+    registry = Registry()
+    for kind, hook_name in KINDS.items():
+        table: dict[str, Registered] = registry.entries.setdefault(kind, {})
+        for impl in getattr(manager.hook, hook_name).get_hookimpls():
+            impl.function(register=_register_into(table, kind, impl.plugin_name))
+    return registry
+
+
+def _register_into(table: dict[str, Registered], kind: str, plugin_name: str) -> Any:
+    def register(name: str, value: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin '{plugin_name}' registered a {kind} without a name")
+        if name in table:
+            raise PluginError(
+                f"{kind} '{name}' is offered twice: by plugin '{table[name].plugin_name}' "
+                f"and by plugin '{plugin_name}'"
+            )
+        table[name] = Registered(name, value, plugin_name)
+
+    return register

@@ -1,0 +1,115 @@
+"""What a subtask's snapshot contains, as small JSON manifests beside Arrow IPC files."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from flintlock.core.events import SnapshotKind
+
+MANIFEST = "_task.json"
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """One snapshotted state: its name, kind and the Arrow IPC file holding it."""
+
+    name: str
+    kind: str
+    path: str
+    mode: str = "split"  # operator list state: "split" (even split) or "union"
+
+
+@dataclass(frozen=True)
+class OperatorSnapshot:
+    """The state of one operator of a chain in one subtask's snapshot."""
+
+    operator: str
+    keyed: list[StateFile] = field(default_factory=list)
+    operator_state: list[StateFile] = field(default_factory=list)
+    timers: str | None = None
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> OperatorSnapshot:
+        """Inverse of ``dataclasses.asdict``."""
+        return cls(
+            operator=document["operator"],
+            keyed=[StateFile(**s) for s in document["keyed"]],
+            operator_state=[StateFile(**s) for s in document["operator_state"]],
+            timers=document["timers"],
+        )
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    """A subtask's acknowledged snapshot of one checkpoint, savepoint or final checkpoint."""
+
+    checkpoint_id: int
+    kind: SnapshotKind
+    final: bool
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    directory: str
+    operators: dict[str, OperatorSnapshot]
+    size_bytes: int = 0
+
+    def operator(self, name: str) -> OperatorSnapshot | None:
+        """The snapshot of operator ``name``, if the chain had it."""
+        return self.operators.get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the manifest file's content)."""
+        document = asdict(self)
+        document["operators"] = {k: asdict(v) for k, v in self.operators.items()}
+        return document
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> TaskSnapshot:
+        """Inverse of ``to_json``."""
+        operators = {k: OperatorSnapshot.from_json(v) for k, v in document["operators"].items()}
+        return cls(**{**document, "operators": operators})
+
+
+@dataclass(frozen=True)
+class TaskRestore:
+    """What a subtask restores from: the snapshots of checkpoint ``checkpoint_id``.
+
+    ``snapshots`` are those of the old subtasks whose state may move here (one, at equal
+    parallelism); ``aborted`` lists later checkpoints that never completed, notified
+    right after open so 2PC writers can drop what they prepared.
+    """
+
+    checkpoint_id: int
+    snapshots: list[TaskSnapshot]
+    aborted: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if any(a <= self.checkpoint_id for a in self.aborted):
+            raise ValueError(
+                f"aborted checkpoints {self.aborted} must be above the restored "
+                f"checkpoint {self.checkpoint_id}"
+            )
+
+    def operator_snapshots(self, operator: str) -> list[OperatorSnapshot]:
+        """Every old subtask's snapshot of ``operator`` (empty if it is new)."""
+        return [s.operators[operator] for s in self.snapshots if operator in s.operators]
+
+
+@dataclass(frozen=True)
+class TaskAcknowledgement:
+    """A subtask's answer to a barrier: where its snapshot is and what its sinks prepared.
+
+    ``finished`` is true when the subtask's input really ended and it finished (the final
+    checkpoint); ``committables`` maps a sink operator's name to its JSON committables.
+    """
+
+    checkpoint_id: int
+    task_name: str
+    subtask_index: int
+    attempt_id: int
+    manifest_path: str
+    size_bytes: int
+    finished: bool
+    committables: dict[str, list[Any]] = field(default_factory=dict)

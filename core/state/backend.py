@@ -1,0 +1,66 @@
+"""The state backend interface: keyed state scoped by key group, snapshotted to storage."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.key_groups import key_group_of
+from flintlock.core.snapshots import StateFile
+from flintlock.core.state.descriptors import StateDescriptor
+
+
+class KeyedStateBackend(ABC):
+    """Keyed state of one operator in one subtask, for the key groups it owns."""
+
+    def __init__(self, key_groups: range, max_parallelism: int) -> None:
+        self.key_groups = key_groups
+        self.max_parallelism = max_parallelism
+        self.current_key: Any = None
+        self.current_key_group = -1
+        self._key_group_cache: dict[Any, int] = {}
+
+    def set_current_key(self, key: Any) -> None:
+        """Scope state access to ``key``; it must belong to this subtask's key groups."""
+        key_group = self._key_group_cache.get(key)
+        if key_group is None:
+            key_group = key_group_of(key, self.max_parallelism)
+            if key_group not in self.key_groups:
+                raise ValueError(
+                    f"key {key!r} is in key group {key_group}, not in this subtask's "
+                    f"{self.key_groups.start}..{self.key_groups.stop - 1}"
+                )
+            self._key_group_cache[key] = key_group
+        self.current_key = key
+        self.current_key_group = key_group
+
+    def key_group(self, key: Any) -> int:
+        """The key group of a key seen by this backend (cached)."""
+        cached = self._key_group_cache.get(key)
+        return cached if cached is not None else key_group_of(key, self.max_parallelism)
+
+    @abstractmethod
+    def get_state(self, descriptor: StateDescriptor) -> Any:
+        """The ValueState or ListState handle for ``descriptor`` (same handle each call)."""
+
+    @abstractmethod
+    def snapshot(self, storage: CheckpointStorage, directory: str) -> list[StateFile]:
+        """Write every state to ``directory``; one Arrow file per state."""
+
+    @abstractmethod
+    def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
+        """Load the rows of ``files`` whose key group this subtask owns."""
+
+    def dispose(self) -> None:  # noqa: B027 - optional hook for backends holding resources
+        """Release resources (files, memory); called once when the operator closes."""
+
+
+class StateBackend(ABC):
+    """A state backend plugin: makes keyed state backends for operators."""
+
+    name: str = "?"
+
+    @abstractmethod
+    def create_keyed_backend(self, key_groups: range, max_parallelism: int) -> KeyedStateBackend:
+        """A fresh keyed backend for one operator of one subtask."""

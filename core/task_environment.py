@@ -1,0 +1,32 @@
+"""Everything a subtask is given to run: identity, operators, input, output, storage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pluggy
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.events import CheckpointBarrier, InputEvent
+from flintlock.core.operator import StreamOperator
+from flintlock.core.output import RecordWriter
+from flintlock.core.snapshots import TaskRestore
+from flintlock.core.task_info import TaskInfo
+
+
+@dataclass
+class TaskEnvironment:
+    """The inputs of one subtask's invoke: on Spark from the job's closure, in tests from a
+    harness. Only ``input``, ``writer`` and ``storage`` differ between the two."""
+
+    info: TaskInfo
+    operators: Sequence[StreamOperator]
+    writer: RecordWriter
+    storage: CheckpointStorage
+    plugin_manager: pluggy.PluginManager
+    input: Iterator[InputEvent] = field(default_factory=lambda: iter(()))
+    input_channels: dict[int, int] = field(default_factory=lambda: {1: 1})
+    restore: TaskRestore | None = None
+    state_backend: str = "hashmap"
+    epoch_barrier: CheckpointBarrier | None = None
+    """For source tasks: the barrier that ends their epoch (final for bounded jobs)."""

@@ -1,0 +1,308 @@
+"""Test harnesses: run operators through the real StreamTask invoke and operator chain,
+in-process, fed one call at a time. Only the input and the Spark context are replaced."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.errors import LifecycleError
+from flintlock.core.events import (
+    MAX_WATERMARK,
+    CheckpointBarrier,
+    DataEvent,
+    EndOfInputEvent,
+    SnapshotKind,
+    Watermark,
+    WatermarkEvent,
+)
+from flintlock.core.operator import StreamOperator
+from flintlock.core.plugin_manager import build_plugin_manager
+from flintlock.core.registry import build_registry
+from flintlock.core.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
+from flintlock.core.source import CollectionSource, Source, SourceOperator
+from flintlock.core.task import StreamTask
+from flintlock.core.task_driver import DrivenInput, TaskDriver
+from flintlock.core.task_environment import TaskEnvironment
+from flintlock.core.task_info import TaskInfo
+from flintlock.core.task_state import ExecutionState
+
+_scratch: str | None = None
+
+
+def _scratch_dir() -> str:
+    """One temporary folder per process for harness snapshots, removed at exit."""
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.mkdtemp(prefix="flintlock-harness-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
+
+
+class CollectingWriter:
+    """The harness's task output: keeps batches, watermarks, end of input and acks."""
+
+    def __init__(self) -> None:
+        self.batches: list[pa.RecordBatch] = []
+        self.watermarks: list[int] = []
+        self.ended = False
+        self.acknowledgements: list[TaskAcknowledgement] = []
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        self.batches.append(batch)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self.watermarks.append(watermark.timestamp)
+
+    def end_of_input(self) -> None:
+        self.ended = True
+
+    def acknowledge(self, acknowledgement: TaskAcknowledgement) -> None:
+        self.acknowledgements.append(acknowledgement)
+
+
+class TaskHarness:
+    """Runs one subtask of a chain of operators through the real invoke sequence.
+
+    The task starts on the first call that needs it (or ``open()``): load, setup,
+    initialize_state, open and — after a restore — the checkpoint notifications.
+    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
+    ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
+    snapshot with a new harness: ``restore_from=snapshot``.
+    """
+
+    task_type = "one-input"
+
+    def __init__(
+        self,
+        *operators: StreamOperator,
+        restore_from: TaskSnapshot | TaskRestore | None = None,
+        aborted_checkpoints: Iterable[int] = (),
+        plugins: Iterable[object] = (),
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        max_parallelism: int = 128,
+        epoch: int | None = None,
+        state_backend: str = "hashmap",
+        storage: CheckpointStorage | None = None,
+        task_name: str | None = None,
+        task_type: str | None = None,
+        input_channels: dict[int, int] | None = None,
+        use_entry_points: bool = True,
+    ) -> None:
+        if not operators:
+            raise ValueError("a harness needs at least one operator")
+        self.operators = list(operators)
+        self.restore = self._as_restore(restore_from, aborted_checkpoints)
+        self.task_type = task_type or self.task_type
+        manager = build_plugin_manager(plugins, use_entry_points=use_entry_points)
+        registry = build_registry(manager)
+        self.info = TaskInfo(
+            task_name=task_name or " -> ".join(op.name for op in self.operators),
+            task_type=self.task_type,
+            subtask_index=subtask_index,
+            parallelism=parallelism,
+            max_parallelism=max_parallelism,
+            epoch=epoch or (self.restore.checkpoint_id + 1 if self.restore else 1),
+            job_name="harness",
+        )
+        self.writer = CollectingWriter()
+        self._input = DrivenInput()
+        self.environment = TaskEnvironment(
+            info=self.info,
+            operators=self.operators,
+            writer=self.writer,
+            storage=storage or CheckpointStorage(pafs.LocalFileSystem(), _scratch_dir()),
+            plugin_manager=manager,
+            input=self._input,
+            input_channels=input_channels or self._default_channels(),
+            restore=self.restore,
+            state_backend=state_backend,
+            epoch_barrier=self._epoch_barrier(),
+        )
+        task_class: type[StreamTask] = registry.get("task type", self.task_type)
+        self.task = task_class(self.environment, registry)
+        self._driver = TaskDriver(self.task, self._input)
+        self._started = False
+
+    # ---- driving the task ----
+
+    def open(self) -> TaskHarness:
+        """Start the task: it runs up to the point where it waits for input."""
+        if not self._started:
+            self._started = True
+            self._driver.start()
+        return self
+
+    def process_batch(
+        self, batch: pa.RecordBatch | pa.Table, input_index: int = 1, channel: int = 0
+    ) -> None:
+        """Feed one batch (a table is fed batch by batch)."""
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for one in batches:
+            self._send(DataEvent(one, input_index, channel))
+
+    def process_records(
+        self, rows: Sequence[dict[str, Any]], input_index: int = 1, schema: pa.Schema | None = None
+    ) -> None:
+        """Feed rows (dicts) as one batch."""
+        self.process_batch(pa.RecordBatch.from_pylist(list(rows), schema=schema), input_index)
+
+    def process_watermark(self, timestamp: int, input_index: int = 1, channel: int = 0) -> None:
+        """Feed a watermark on one channel."""
+        self._send(WatermarkEvent(Watermark(timestamp), input_index, channel))
+
+    def end_input(self, input_index: int = 1, max_watermark: bool = True) -> None:
+        """End one input on all its channels, after MAX_WATERMARK as a source sends it."""
+        for channel in range(self.environment.input_channels[input_index]):
+            if max_watermark:
+                self._send(WatermarkEvent(MAX_WATERMARK, input_index, channel))
+            self._send(EndOfInputEvent(input_index, channel))
+
+    def checkpoint(self, checkpoint_id: int, kind: SnapshotKind = "checkpoint") -> TaskSnapshot:
+        """End the epoch with checkpoint ``checkpoint_id``: snapshot, acknowledge, close."""
+        self._barrier(CheckpointBarrier(checkpoint_id, kind=kind))
+        return self._snapshot()
+
+    def complete(self, checkpoint_id: int = 1) -> TaskSnapshot:
+        """End every input still open and take the final checkpoint (FLIP-147)."""
+        self.open()
+        gate = getattr(self.task, "gate", None)
+        if gate is not None:
+            for input_index in gate.channels_per_input:
+                if input_index not in gate.ended_inputs:
+                    self.end_input(input_index)
+        self._barrier(CheckpointBarrier(checkpoint_id, final=True))
+        return self._snapshot()
+
+    def cancel(self) -> LifecycleError:
+        """Cancel the running task; returns the cancel error it ended with."""
+        self.open()
+        try:
+            self._driver.cancel()
+        except LifecycleError as error:
+            if not error.canceled:
+                raise
+            return error
+        raise AssertionError("the task did not end canceled")
+
+    # ---- reading results ----
+
+    def output(self) -> pa.Table:
+        """Everything the chain emitted, as one table (empty if nothing)."""
+        batches = self.writer.batches
+        if not batches:
+            return pa.table({})
+        return pa.Table.from_batches(batches)
+
+    def output_rows(self) -> list[dict[str, Any]]:
+        """Everything emitted, as rows."""
+        return self.output().to_pylist()
+
+    @property
+    def watermarks(self) -> list[int]:
+        """Watermarks that left the chain, in order."""
+        return self.writer.watermarks
+
+    @property
+    def state(self) -> ExecutionState:
+        """The task's execution state."""
+        return self.task.state
+
+    @property
+    def acknowledgement(self) -> TaskAcknowledgement | None:
+        """The acknowledgement of the epoch's snapshot, once taken."""
+        return self.task.acknowledgement
+
+    # ---- internals ----
+
+    def _send(self, event: Any) -> None:
+        self.open()
+        self._driver.send(event)
+
+    def _barrier(self, barrier: CheckpointBarrier) -> None:
+        self.open()
+        channels = self.environment.input_channels
+        for input_index, count in channels.items():
+            for channel in range(count):
+                if self._driver.done:
+                    return
+                self._driver.send(
+                    CheckpointBarrier(
+                        barrier.checkpoint_id, barrier.kind, barrier.final, channel, input_index
+                    )
+                )
+
+    def _snapshot(self) -> TaskSnapshot:
+        if self.task.snapshot is None:
+            raise AssertionError(f"the task ended {self.state.value} without a snapshot")
+        return self.task.snapshot
+
+    def _default_channels(self) -> dict[int, int]:
+        return {1: 1}
+
+    def _epoch_barrier(self) -> CheckpointBarrier | None:
+        return None
+
+    @staticmethod
+    def _as_restore(
+        restore_from: TaskSnapshot | TaskRestore | None, aborted: Iterable[int]
+    ) -> TaskRestore | None:
+        if restore_from is None or isinstance(restore_from, TaskRestore):
+            return restore_from
+        return TaskRestore(restore_from.checkpoint_id, [restore_from], sorted(aborted))
+
+
+class OneInputHarness(TaskHarness):
+    """A one-input task: ``OneInputHarness(op1, op2, ...)`` chains the operators."""
+
+    task_type = "one-input"
+
+
+class TwoInputHarness(TaskHarness):
+    """A two-input task: the head takes inputs 1 and 2; feed with ``input_index``."""
+
+    task_type = "two-input"
+
+    def _default_channels(self) -> dict[int, int]:
+        return {1: 1, 2: 1}
+
+
+class SourceHarness(TaskHarness):
+    """A source task: reads its source to the end, MAX_WATERMARK, finish, final checkpoint.
+
+    ``SourceHarness(source, op2, ...)``: the source (a ``Source`` or a ready
+    ``SourceOperator``) heads the chain; ``run()`` runs the whole epoch.
+    """
+
+    task_type = "source"
+
+    def __init__(
+        self,
+        source: Source | SourceOperator | list[dict[str, Any]],
+        *operators: StreamOperator,
+        checkpoint_id: int = 1,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(source, list):
+            source = CollectionSource(source)
+        head = source if isinstance(source, SourceOperator) else SourceOperator(source)
+        self._checkpoint_id = checkpoint_id
+        super().__init__(head, *operators, **kwargs)
+
+    def _default_channels(self) -> dict[int, int]:
+        return {}
+
+    def _epoch_barrier(self) -> CheckpointBarrier:
+        return CheckpointBarrier(self._checkpoint_id, final=True)
+
+    def run(self) -> TaskSnapshot:
+        """Run the source task's whole epoch; returns its final snapshot."""
+        self.open()
+        return self._snapshot()

@@ -1,0 +1,83 @@
+"""flintlock: Apache Flink's task and operator lifecycle, in Python, on Apache Spark."""
+
+from flintlock.core.errors import (
+    ChannelError,
+    EmitAfterFinishError,
+    FlintlockError,
+    LifecycleError,
+    PluginError,
+    SchemaMismatchError,
+)
+from flintlock.core.events import MAX_WATERMARK, Watermark
+from flintlock.core.functions import (
+    Collector,
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessContext,
+    ProcessFunction,
+    RuntimeContext,
+    SinkFunction,
+)
+from flintlock.core.operator import (
+    OneInputStreamOperator,
+    StreamOperator,
+    TwoInputStreamOperator,
+)
+from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
+from flintlock.core.state import (
+    ListState,
+    ListStateDescriptor,
+    ValueState,
+    ValueStateDescriptor,
+)
+from flintlock.core.state.backend import KeyedStateBackend, StateBackend
+from flintlock.core.task import StreamTask
+from flintlock.core.task_state import ExecutionState
+from flintlock.core.watermarks import WatermarkStrategy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_WATERMARK",
+    "ChannelError",
+    "CoProcessFunction",
+    "CollectionSource",
+    "Collector",
+    "EmitAfterFinishError",
+    "ExecutionState",
+    "FilterFunction",
+    "FlatMapFunction",
+    "FlintlockError",
+    "Function",
+    "KeyedProcessFunction",
+    "KeyedStateBackend",
+    "LifecycleError",
+    "ListState",
+    "ListStateDescriptor",
+    "MapFunction",
+    "OneInputStreamOperator",
+    "PluginError",
+    "ProcessContext",
+    "ProcessFunction",
+    "RuntimeContext",
+    "SchemaMismatchError",
+    "SinkFunction",
+    "Source",
+    "SourceOperator",
+    "SourceReader",
+    "StateBackend",
+    "StreamOperator",
+    "StreamTask",
+    "TwoInputStreamOperator",
+    "ValueState",
+    "ValueStateDescriptor",
+    "Watermark",
+    "WatermarkStrategy",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,20 @@
+"""Public test tools: harnesses that run the real task lifecycle in-process, and a
+plugin that records every lifecycle call. See CONTRIBUTING.md for walk-throughs."""
+
+from flintlock.core.lifecycle_recorder import LifecycleRecorder
+from flintlock.core.testing import (
+    CollectingWriter,
+    OneInputHarness,
+    SourceHarness,
+    TaskHarness,
+    TwoInputHarness,
+)
+
+__all__ = [
+    "CollectingWriter",
+    "LifecycleRecorder",
+    "OneInputHarness",
+    "SourceHarness",
+    "TaskHarness",
+    "TwoInputHarness",
+]

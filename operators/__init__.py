@@ -1,0 +1,1 @@
+"""flintlock's operator library: plain classes over the core operator API."""

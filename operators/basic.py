@@ -1,0 +1,135 @@
+"""map, filter and flat_map: per batch (fast path) or per record (values as dicts)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pyarrow as pa
+from flintlock.core.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    MapFunction,
+    Row,
+    overrides,
+)
+from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.records import RowBatchBuilder
+
+
+class _LambdaMap(MapFunction):
+    def __init__(self, fn: Callable[[Row], Row], batch: bool) -> None:
+        self.fn = fn
+        if batch:
+            self.map_batch = fn  # type: ignore[assignment,method-assign]
+        else:
+            self.map = fn  # type: ignore[assignment,method-assign]
+
+
+def as_map_function(fn: MapFunction | Callable[[Any], Any], batch: bool = False) -> MapFunction:
+    """A MapFunction for a plain callable (per record, or per batch if ``batch``)."""
+    return fn if isinstance(fn, MapFunction) else _LambdaMap(fn, batch)
+
+
+def _is_batch(function: Any, method: str, base: type) -> bool:
+    return overrides(function, method, base) or method in vars(function)
+
+
+class MapOperator(UdfOperatorMixin, OneInputStreamOperator):
+    """Applies a MapFunction: ``map_batch`` if it has one, else ``map`` per record."""
+
+    def __init__(
+        self,
+        function: MapFunction | Callable[[Row], Row],
+        name: str | None = None,
+        batch: bool = False,
+    ) -> None:
+        super().__init__(name or "map")
+        self.function = as_map_function(function, batch)
+        self._per_batch = _is_batch(self.function, "map_batch", MapFunction)
+        self._builder = RowBatchBuilder(self.name, self.function.output_schema)
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        if self._per_batch:
+            self.output.emit(self.function.map_batch(batch))
+            return
+        fn = self.function.map
+        out = self._builder.build([fn(row) for row in batch.to_pylist()])
+        if out is not None:
+            self.output.emit(out)
+
+
+class _LambdaFilter(FilterFunction):
+    def __init__(self, fn: Callable[[Any], Any], batch: bool) -> None:
+        if batch:
+            self.filter_batch = fn  # type: ignore[assignment,method-assign]
+        else:
+            self.filter = fn  # type: ignore[assignment,method-assign]
+
+
+class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
+    """Keeps rows where the FilterFunction holds; ``filter_batch`` returns a boolean mask."""
+
+    def __init__(
+        self,
+        function: FilterFunction | Callable[[Any], Any],
+        name: str | None = None,
+        batch: bool = False,
+    ) -> None:
+        super().__init__(name or "filter")
+        self.function = (
+            function if isinstance(function, FilterFunction) else _LambdaFilter(function, batch)
+        )
+        self._per_batch = _is_batch(self.function, "filter_batch", FilterFunction)
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        if self._per_batch:
+            mask = self.function.filter_batch(batch)
+        else:
+            fn = self.function.filter
+            mask = pa.array([bool(fn(row)) for row in batch.to_pylist()], pa.bool_())
+        kept = batch.filter(mask)
+        if kept.num_rows:
+            self.output.emit(kept)
+
+
+class _LambdaFlatMap(FlatMapFunction):
+    def __init__(self, fn: Callable[[Any], Any], batch: bool) -> None:
+        if batch:
+            self.flat_map_batch = fn  # type: ignore[assignment,method-assign]
+        else:
+            self.flat_map = fn  # type: ignore[assignment,method-assign]
+
+
+class FlatMapOperator(UdfOperatorMixin, OneInputStreamOperator):
+    """Zero or more rows per row (per record), or a batch per batch."""
+
+    def __init__(
+        self,
+        function: FlatMapFunction | Callable[[Any], Iterable[Row]],
+        name: str | None = None,
+        batch: bool = False,
+    ) -> None:
+        super().__init__(name or "flat_map")
+        self.function = (
+            function if isinstance(function, FlatMapFunction) else _LambdaFlatMap(function, batch)
+        )
+        self._per_batch = _is_batch(self.function, "flat_map_batch", FlatMapFunction)
+        self._builder = RowBatchBuilder(self.name, self.function.output_schema)
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        if self._per_batch:
+            out = self.function.flat_map_batch(batch)
+        else:
+            fn = self.function.flat_map
+            out = self._builder.build([r for row in batch.to_pylist() for r in fn(row)])
+        if out is not None and out.num_rows:
+            self.output.emit(out)
+
+
+@hookimpl
+def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
+    register("map", MapOperator)
+    register("filter", FilterOperator)
+    register("flat_map", FlatMapOperator)

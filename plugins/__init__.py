@@ -1,0 +1,1 @@
+"""flintlock's built-in plugins: task types and state backends, registered by entry point."""

@@ -1,0 +1,23 @@
+"""The one-input task type: a chain fed by one input's channels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flintlock.core.input_task import InputStreamTask
+from flintlock.core.operator import OneInputStreamOperator
+from flintlock.core.plugin_manager import hookimpl
+
+
+class OneInputStreamTask(InputStreamTask):
+    """Runs a chain whose head is a one-input operator."""
+
+    task_type = "one-input"
+    head_operator_type = OneInputStreamOperator
+    num_inputs = 1
+
+
+@hookimpl
+def flintlock_register_task_types(register: Callable[[str, Any], None]) -> None:
+    register("one-input", OneInputStreamTask)

@@ -1,0 +1,41 @@
+"""The source task type: its head reads splits; MAX_WATERMARK when the input is exhausted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flintlock.core.errors import ChannelError
+from flintlock.core.events import MAX_WATERMARK, CheckpointBarrier
+from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.source import SourceOperator
+from flintlock.core.task import StreamTask
+
+
+class SourceStreamTask(StreamTask):
+    """Reads the source to its end, then MAX_WATERMARK fires every event-time timer."""
+
+    task_type = "source"
+    head_operator_type = SourceOperator
+
+    def run(self) -> None:
+        """Emit batches until the source is exhausted (bounded input)."""
+        head = self.chain.head
+        assert isinstance(head, SourceOperator)
+        emit_next = head.emit_next
+        while emit_next():
+            pass
+        self.chain.process_head_watermark(MAX_WATERMARK, 1)
+        self.input_ended = True
+
+    def await_barrier(self) -> CheckpointBarrier:
+        """The epoch's barrier comes with the task (the job master decides it)."""
+        barrier = self.environment.epoch_barrier
+        if barrier is None:
+            raise ChannelError("a source task needs the epoch's barrier in its environment")
+        return barrier
+
+
+@hookimpl
+def flintlock_register_task_types(register: Callable[[str, Any], None]) -> None:
+    register("source", SourceStreamTask)

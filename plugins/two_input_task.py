@@ -1,0 +1,24 @@
+"""The two-input task type: both inputs arrive as channels tagged with the input index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flintlock.core.input_task import InputStreamTask
+from flintlock.core.operator import TwoInputStreamOperator
+from flintlock.core.plugin_manager import hookimpl
+
+
+class TwoInputStreamTask(InputStreamTask):
+    """Runs a chain whose head is a two-input operator; end_input(1) and end_input(2)
+    reach it in the order the inputs really end, finish only after both."""
+
+    task_type = "two-input"
+    head_operator_type = TwoInputStreamOperator
+    num_inputs = 2
+
+
+@hookimpl
+def flintlock_register_task_types(register: Callable[[str, Any], None]) -> None:
+    register("two-input", TwoInputStreamTask)

@@ -1,0 +1,1 @@
+"""flintlock's sinks: two-phase-commit sinks and simple ones, over core's sink API."""
