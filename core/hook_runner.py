@@ -19,10 +19,11 @@ class HookRunner:
 
     def __init__(self, manager: pluggy.PluginManager) -> None:
         self.manager = manager
+        trace_all = getattr(manager, "flintlock_trace", False)
         self.in_use: frozenset[str] = frozenset(
             name
             for name, caller in vars(manager.hook).items()
-            if isinstance(caller, pluggy.HookCaller) and caller.get_hookimpls()
+            if isinstance(caller, pluggy.HookCaller) and (trace_all or caller.get_hookimpls())
         )
 
     def implemented(self, hook_name: str) -> bool:

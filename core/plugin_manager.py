@@ -81,3 +81,4 @@ def _trace_hook_calls(manager: pluggy.PluginManager) -> None:
         return None
 
     manager.add_hookcall_monitoring(before, after)
+    manager.flintlock_trace = True  # type: ignore[attr-defined]  # HookRunner: call every hook

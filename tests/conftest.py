@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -10,14 +10,30 @@ from flintlock.testing import LifecycleRecorder
 
 HOOKS_SEEN: set[str] = set()
 """Every hook a recorder saw in this session (read by tests/test_hook_coverage.py)."""
+PHASES_SEEN: set[str] = set()
+"""Every task invoke phase a recorder saw in this session."""
 
 
 @pytest.fixture
-def recorder() -> Iterator[LifecycleRecorder]:
-    """A fresh LifecycleRecorder; what it saw counts toward the hook-coverage guard."""
-    recording = LifecycleRecorder()
-    yield recording
-    HOOKS_SEEN.update(recording.hooks_seen)
+def make_recorder() -> Iterator[Callable[[], LifecycleRecorder]]:
+    """Makes LifecycleRecorders; what they saw counts toward the hook-coverage guard."""
+    made: list[LifecycleRecorder] = []
+
+    def make() -> LifecycleRecorder:
+        made.append(LifecycleRecorder())
+        return made[-1]
+
+    yield make
+    for recording in made:
+        HOOKS_SEEN.update(recording.hooks_seen)
+        for calls in recording.by_task.values():
+            PHASES_SEEN.update(call[1] for call in calls if call[0] == "task")
+
+
+@pytest.fixture
+def recorder(make_recorder: Callable[[], LifecycleRecorder]) -> LifecycleRecorder:
+    """A fresh LifecycleRecorder whose recordings count toward the hook-coverage guard."""
+    return make_recorder()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
