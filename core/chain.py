@@ -68,11 +68,11 @@ class OperatorChain:
 
     # ---- lifecycle loops ----
 
-    def setup_operators(self) -> None:
+    def setup_operators(self, storage: CheckpointStorage | None = None) -> None:
         """setup, first to last; an operator counts as set up once its setup was called."""
         length = len(self.operators)
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
-            context = OperatorContext(self.task, op.name, position, length, self.hooks)
+            context = OperatorContext(self.task, op.name, position, length, self.hooks, storage)
             self.setup_called.append(op)
             self._call(op, "setup", lambda op=op, c=context, o=output: op.setup(c, o))
 

@@ -165,3 +165,18 @@ class LifecycleRecorder:
     def flintlock_function_close(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
         self._record("function_close", task, "function_close", operator.name)
         return (yield)
+
+    # ---- travelling back from Spark workers ----
+
+    def report(self, task: str) -> list[list[Any]]:
+        """What this (worker-side) copy recorded for subtask ``task``."""
+        return [list(call) for call in self.by_task.get(task, [])]
+
+    def merge_report(self, task: str, calls: list[list[Any]]) -> None:
+        """Take a worker's recording of subtask ``task`` into this (driver-side) recorder."""
+        self.by_task[task] = [tuple(call) for call in calls]
+        for call in calls:
+            self.hooks_seen.add(_HOOK_OF.get(call[0], f"flintlock_{call[0]}"))
+
+
+_HOOK_OF = {"task": "flintlock_task_invoke_phase", "state": "flintlock_task_state_changed"}

@@ -15,6 +15,7 @@ from flintlock.core.events import MIN_TIMESTAMP, Watermark
 from flintlock.core.state.descriptors import StateDescriptor
 
 if TYPE_CHECKING:
+    from flintlock.core.checkpoint_storage import CheckpointStorage
     from flintlock.core.functions import Function, TimerService
     from flintlock.core.hook_runner import HookRunner
     from flintlock.core.output import Output
@@ -33,6 +34,7 @@ class OperatorContext:
     position: int
     chain_length: int
     hooks: HookRunner
+    storage: CheckpointStorage | None = None
     keyed_backend: KeyedStateBackend | None = None
     operator_state: OperatorStateStore = field(default=None)  # type: ignore[assignment]
     timers: EventTimeTimerService | None = None
@@ -110,6 +112,12 @@ class StreamOperator:
         """Copy anything not yet in managed state into it. Must not emit.
 
         Called once per checkpoint, tail to head; the runtime writes managed state after."""
+
+    def committables(self) -> list[Any] | None:
+        """JSON committables prepared in snapshot_state for the driver's committer.
+
+        2PC sink operators return them; they travel in the task's acknowledgement."""
+        return None
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` completed (after a restore, before any data)."""

@@ -113,3 +113,8 @@ class TaskAcknowledgement:
     size_bytes: int
     finished: bool
     committables: dict[str, list[Any]] = field(default_factory=dict)
+    records_out: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (travels in an ACK message)."""
+        return asdict(self)

@@ -50,7 +50,7 @@ class StreamTask:
             self.step("set_initial_state", self.set_initial_state)
             self.step("load_chain", self.load_operator_chain)
             self.transition(ExecutionState.INITIALIZING)
-            self.step("setup", self.chain.setup_operators)  # first to last
+            self.step("setup", self.setup_operators)  # first to last
             self.step("task_init", self.task_init)  # the task type's part
             self.step("initialize_state", self.initialize_operator_states)
             self.step("open", self.chain.open_operators)  # LAST to first
@@ -103,6 +103,10 @@ class StreamTask:
             )
         self.chain = OperatorChain(operators, self.environment.writer, self.hooks, self.info)
 
+    def setup_operators(self) -> None:
+        """Set every operator up, first to last, with the task's checkpoint storage."""
+        self.chain.setup_operators(self.environment.storage)
+
     def initialize_operator_states(self) -> None:
         """Create and restore every operator's state, first to last."""
         env = self.environment
@@ -151,6 +155,12 @@ class StreamTask:
             manifest_path=manifest,
             size_bytes=size,
             finished=self.input_ended,
+            committables={
+                op.name: found
+                for op in self.chain.head_to_tail()
+                if (found := op.committables()) is not None
+            },
+            records_out=getattr(env.writer, "records_out", 0),
         )
         env.writer.acknowledge(self.acknowledgement)
 

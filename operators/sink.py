@@ -9,6 +9,7 @@ import pyarrow as pa
 from flintlock.core.functions import SinkFunction, overrides
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.sink_api import SinkWriterContext, TwoPhaseCommitSink
 
 
 class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
@@ -28,6 +29,42 @@ class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
                 invoke(row)
 
 
+class TwoPhaseCommitSinkOperator(OneInputStreamOperator):
+    """Runs a TwoPhaseCommitSink's writer: one transaction per epoch, pre-committed in the
+    snapshot; its committables travel in the acknowledgement to the driver's committer."""
+
+    def __init__(self, sink: TwoPhaseCommitSink, name: str | None = None) -> None:
+        super().__init__(name or f"sink:{sink.name}")
+        self.sink = sink
+        self._transaction: Any = None
+        self._committables: list[Any] | None = None
+
+    def open(self) -> None:
+        task = self.context.task
+        assert self.context.storage is not None
+        writer_context = SinkWriterContext(task, self.context.storage)
+        self._transaction = self.sink.begin_transaction(writer_context, task.epoch)
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.sink.write(self._transaction, batch)
+
+    def finish(self) -> None:
+        self.sink.finish(self._transaction)
+
+    def snapshot_state(self, checkpoint_id: int) -> None:
+        self._committables = self.sink.pre_commit(self._transaction)
+        self._transaction = None
+
+    def committables(self) -> list[Any] | None:
+        return self._committables
+
+    def close(self) -> None:
+        if self._transaction is not None:  # never pre-committed: failure or cancel
+            transaction, self._transaction = self._transaction, None
+            self.sink.abort(transaction)
+
+
 @hookimpl
 def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
     register("sink", SinkOperator)
+    register("two_phase_commit_sink", TwoPhaseCommitSinkOperator)

@@ -1,0 +1,169 @@
+"""The driver-side job master: plans an epoch into Spark stages, runs it with one action,
+completes the checkpoint and has the sinks commit (ARCHITECTURE.md sections 1, 5)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.job_graph import Transformation, build_job_graph
+from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
+from flintlock.core.sink_api import TwoPhaseCommitSink
+from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+AQE = "spark.sql.adaptive.enabled"
+
+
+@dataclass
+class JobExecutionResult:
+    """What a finished job returns: counts, duration, the checkpoint, collected tables."""
+
+    job_name: str
+    run_id: str
+    checkpoint_id: int
+    duration_seconds: float
+    records_out: dict[str, int] = field(default_factory=dict)
+    """Records each vertex emitted, summed over its subtasks."""
+    collected: dict[str, pa.Table] = field(default_factory=dict)
+    resumed: bool = False
+    """True if this start only completed the pending commit of an earlier run."""
+
+
+@dataclass
+class JobConfig:
+    """How to run a job: its identity, storage, state backend and plugins."""
+
+    job_name: str
+    checkpoint_uri: str
+    max_parallelism: int = 128
+    state_backend: str = "hashmap"
+    plugins: list[Any] = field(default_factory=list)
+
+
+class JobMaster:
+    """Runs a bounded job as one epoch that ends in the final checkpoint."""
+
+    def __init__(
+        self, spark: SparkSession, transformations: list[Transformation], config: JobConfig
+    ) -> None:
+        self.spark = spark
+        self.transformations = transformations
+        self.config = config
+        self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
+        self.coordinator = CheckpointCoordinator(self.storage, config.job_name)
+        self.sinks: dict[str, TwoPhaseCommitSink] = {
+            t.name: t.sink for t in transformations if t.sink is not None
+        }
+
+    def execute(self) -> JobExecutionResult:
+        """Complete a pending commit of an earlier run, or run the job anew."""
+        started = time.perf_counter()
+        latest = self.coordinator.latest()
+        if latest is not None and latest.final and not latest.committed:
+            self.coordinator.commit(latest, self.sinks)
+            return self._result(latest, started, resumed=True)
+        checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
+        self._abort_uncommitted()
+        plan = ExecutionPlan(
+            job_name=self.config.job_name,
+            run_id=uuid.uuid4().hex[:12],
+            epoch=checkpoint_id,
+            barrier=CheckpointBarrier(checkpoint_id, final=True),
+            checkpoint_uri=self.config.checkpoint_uri,
+            max_parallelism=self.config.max_parallelism,
+            state_backend=self.config.state_backend,
+            graph=build_job_graph(self.transformations),
+            plugins=self.config.plugins,
+        )
+        with adaptive_execution_off(self.spark):
+            messages = self._epoch_frame(plan).toArrow()
+        acknowledgements = self._read_messages(messages)
+        checkpoint = self.coordinator.complete(
+            checkpoint_id, plan.run_id, True, acknowledgements, plan.expected_subtasks()
+        )
+        self.coordinator.commit(checkpoint, self.sinks)
+        return self._result(checkpoint, started)
+
+    def _epoch_frame(self, plan: ExecutionPlan) -> DataFrame:
+        """The epoch as one DataFrame: source stage, exchanges, acknowledgement stage."""
+        layers = plan.graph.layers()
+        frames = []
+        for vertex in layers[0]:
+            head = vertex.transformations[0]
+            frame = head.spark_source
+            if frame is None:
+                frame = self.spark.range(0, vertex.parallelism, 1, vertex.parallelism)
+            frames.append(frame.mapInArrow(StageFunction(plan, 0), MESSAGE_DDL))
+        stage = reduce(lambda a, b: a.union(b), frames)
+        for index in range(1, len(layers)):
+            stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
+                StageFunction(plan, index), MESSAGE_DDL
+            )
+        return stage.repartitionById(1, "route").mapInArrow(acknowledgement_stage, MESSAGE_DDL)
+
+    def _read_messages(self, messages: pa.Table) -> list[dict[str, Any]]:
+        """Acknowledgements for the coordinator; reports go back to their plugins."""
+        acknowledgements = []
+        kinds = messages.column("kind").to_pylist()
+        payloads = messages.column("payload").to_pylist()
+        for kind, payload in zip(kinds, payloads, strict=True):
+            document = decode_json(payload)
+            if kind == Kind.ACK:
+                acknowledgements.append(document)
+            elif kind == Kind.REPORT:
+                plugin = self.config.plugins[document["plugin"]]
+                plugin.merge_report(document["task"], document["data"])
+        return acknowledgements
+
+    def _abort_uncommitted(self) -> None:
+        keep = self.coordinator.all_committables()
+        for name, sink in self.sinks.items():
+            sink.abort_uncommitted(self.storage, self.config.job_name, keep.get(name, []))
+
+    def _result(
+        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
+    ) -> JobExecutionResult:
+        records: dict[str, int] = {}
+        for ack in checkpoint.acknowledgements:
+            records[ack["task_name"]] = records.get(ack["task_name"], 0) + ack["records_out"]
+        collected = {
+            name: sink.result
+            for name, sink in self.sinks.items()
+            if getattr(sink, "result", None) is not None
+        }
+        return JobExecutionResult(
+            job_name=self.config.job_name,
+            run_id=checkpoint.run_id,
+            checkpoint_id=checkpoint.checkpoint_id,
+            duration_seconds=time.perf_counter() - started,
+            records_out=records,
+            collected=collected,
+            resumed=resumed,
+        )
+
+
+@contextlib.contextmanager
+def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
+    """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
+    previous = spark.conf.get(AQE, None)
+    spark.conf.set(AQE, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(AQE)
+        else:
+            spark.conf.set(AQE, previous)

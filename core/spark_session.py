@@ -1,0 +1,69 @@
+"""The embedded local Spark session flintlock starts when none is given or active."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from flintlock.core.errors import FlintlockError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkSetupError(FlintlockError):
+    """Spark cannot start here; the message says what to install or set."""
+
+
+def check_java() -> None:
+    """Fail with one actionable line if no Java is found (Spark needs Java 17+)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        if not os.path.exists(os.path.join(java_home, "bin", "java")):
+            raise SparkSetupError(
+                f"JAVA_HOME={java_home} has no bin/java: point it at a Java 17+ installation"
+            )
+        return
+    if shutil.which("java") is None:
+        raise SparkSetupError(
+            "Spark needs Java 17+ and none was found: install one (e.g. "
+            "'apt-get install openjdk-17-jre-headless') or set JAVA_HOME"
+        )
+
+
+def check_worker_python() -> None:
+    """Fail early if the worker Python cannot import pyarrow (Spark's workers would)."""
+    worker = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    if worker != sys.executable and shutil.which(worker) is None:
+        raise SparkSetupError(f"PYSPARK_PYTHON={worker} is not an executable")
+
+
+def active_or_local_session(
+    spark: SparkSession | None = None, master: str | None = None
+) -> tuple[SparkSession, bool]:
+    """The given or active session, or a new quiet local one; True if flintlock owns it."""
+    from pyspark.sql import SparkSession
+
+    if spark is not None:
+        return spark, False
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active, False
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    check_worker_python()
+    cores = os.cpu_count() or 2
+    session = (
+        SparkSession.builder.master(master or f"local[{cores}]")
+        .appName("flintlock")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .config("spark.driver.memory", os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    return session, True

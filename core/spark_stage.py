@@ -1,0 +1,128 @@
+"""The function each Spark task of a stage runs (``mapInArrow``): one flintlock subtask.
+
+The subtask's invoke runs in a greenlet; whenever its message buffer fills, control comes
+back here and the batch is yielded to Spark; the task's code stays one plain function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import greenlet
+import pyarrow as pa
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.errors import ChannelError, LifecycleError, TaskCanceled
+from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.message_reader import MessageReader
+from flintlock.core.message_writer import MessageWriter
+from flintlock.core.messages import ACK_VERTEX, Kind, encode_json
+from flintlock.core.plugin_manager import build_plugin_manager
+from flintlock.core.registry import build_registry
+from flintlock.core.spark_sources import bind_partition_input
+from flintlock.core.task import StreamTask
+from flintlock.core.task_environment import TaskEnvironment
+from flintlock.core.task_info import TaskInfo
+
+
+class StageFunction:
+    """Runs the subtask that the current Spark partition of stage ``stage`` belongs to.
+
+    ``partition_offset`` is where this function's partitions start in the stage (a union
+    numbers partitions end to end); subtask = ``partitionId() - offset`` (SPARK_NOTES.md).
+    """
+
+    def __init__(self, plan: ExecutionPlan, stage: int, partition_offset: int = 0) -> None:
+        self.plan = plan
+        self.stage = stage
+        self.partition_offset = partition_offset
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        spark_task = TaskContext.get()
+        assert spark_task is not None, "a stage function runs inside a Spark task"
+        plan = self.plan
+        vertex, subtask = plan.locate(self.stage, spark_task.partitionId() - self.partition_offset)
+        info = TaskInfo(
+            task_name=vertex.name,
+            task_type=vertex.task_type,
+            subtask_index=subtask,
+            parallelism=vertex.parallelism,
+            max_parallelism=plan.max_parallelism,
+            attempt_number=spark_task.attemptNumber(),
+            attempt_id=spark_task.taskAttemptId(),
+            epoch=plan.epoch,
+            run_id=plan.run_id,
+            job_name=plan.job_name,
+        )
+        writer = MessageWriter(plan, vertex, subtask)
+        reader = None
+        if vertex.task_type == "source":
+            bind_partition_input(batches)
+            events: Iterator = iter(())  # type: ignore[type-arg]
+        else:
+            reader = MessageReader(plan, vertex, subtask, batches, writer)
+            events = reader.events()
+        manager = build_plugin_manager(plan.plugins)
+        registry = build_registry(manager)
+        environment = TaskEnvironment(
+            info=info,
+            operators=vertex.build_operators(),
+            writer=writer,
+            storage=CheckpointStorage.from_uri(plan.checkpoint_uri),
+            plugin_manager=manager,
+            input=events,
+            input_channels=vertex.channels_per_input(plan.vertices),
+            restore=plan.restores.get((vertex.id, subtask)),
+            state_backend=plan.state_backend,
+            epoch_barrier=plan.barrier,
+        )
+        task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
+        task = task_type(environment, registry)
+        try:
+            yield from _run(task, writer, reader, plan)
+        finally:
+            bind_partition_input(None)
+
+
+def _run(
+    task: StreamTask, writer: MessageWriter, reader: MessageReader | None, plan: ExecutionPlan
+) -> Iterator[pa.RecordBatch]:
+    parent = greenlet.getcurrent()
+
+    def body() -> None:
+        task.invoke()
+        if reader is not None:
+            reader.drain()
+        for index, plugin in enumerate(plan.plugins):
+            report = getattr(plugin, "report", None)
+            if report is not None:
+                document = {"plugin": index, "task": task.info.key, "data": report(task.info.key)}
+                writer.send_towards_driver(Kind.REPORT, encode_json(document))
+
+    writer.flush = parent.switch
+    runner = greenlet.greenlet(body)
+    try:
+        out = runner.switch()
+        while not runner.dead:
+            yield out
+            out = runner.switch()
+    except GeneratorExit:  # Spark stopped reading: the task is canceled
+        if not runner.dead:
+            try:
+                runner.throw(TaskCanceled("the Spark task was stopped"))
+            except LifecycleError as error:
+                if not error.canceled:
+                    raise
+        raise
+    if len(writer.buffer):
+        yield writer.buffer.take()
+
+
+def acknowledgement_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The final stage: passes on the acknowledgements and reports for the driver."""
+    for batch in batches:
+        wrong = [v for v in batch.column("dest_vertex").to_pylist() if v != ACK_VERTEX]
+        if wrong:
+            raise ChannelError(f"the acknowledgement stage received messages for vertex {wrong[0]}")
+        yield batch
