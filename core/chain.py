@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.errors import ChainError, tag_operator
 from flintlock.core.events import Watermark

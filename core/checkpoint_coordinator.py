@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
+
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.errors import FlintlockError
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink

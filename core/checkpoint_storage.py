@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
 from flintlock.core.task_info import TaskInfo
 
 

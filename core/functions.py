@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
 from flintlock.core.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from flintlock.core.state.handles import ListState, ValueState
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
+
     from flintlock.core.events import Watermark
     from flintlock.core.functions import Function
     from flintlock.core.operator import StreamOperator

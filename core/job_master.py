@@ -12,6 +12,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
+
 from flintlock.core.errors import ChannelError
 from flintlock.core.events import (
     CheckpointBarrier,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.events import Watermark
 from flintlock.core.execution_plan import ExecutionPlan, channel_key
 from flintlock.core.job_graph import JobVertex

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
 from flintlock.core.events import MIN_TIMESTAMP, Watermark
 from flintlock.core.state.descriptors import StateDescriptor
 

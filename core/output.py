@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
+
 from flintlock.core.errors import EmitAfterFinishError, tag_operator
 from flintlock.core.events import Watermark
 

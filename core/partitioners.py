@@ -8,6 +8,7 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+
 from flintlock.core.murmur import key_groups_of
 
 PartitionerKind = Literal["forward", "rebalance", "broadcast", "hash"]

@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
+
 from flintlock.core import hookspecs
 from flintlock.core.errors import PluginError
 

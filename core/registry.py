@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
+
 from flintlock.core.errors import PluginError
 
 KINDS = {

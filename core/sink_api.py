@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.task_info import TaskInfo
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.events import Watermark
 from flintlock.core.operator import StreamOperator
 from flintlock.core.state.descriptors import ListStateDescriptor

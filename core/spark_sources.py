@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
+
 from flintlock.core.source import Source, SourceReader
 
 _partition_input: Iterator[pa.RecordBatch] | None = None

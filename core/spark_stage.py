@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import greenlet
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.errors import ChannelError, LifecycleError, TaskCanceled
 from flintlock.core.execution_plan import ExecutionPlan

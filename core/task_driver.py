@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import greenlet
+
 from flintlock.core.errors import TaskCanceled
 from flintlock.core.events import InputEvent
 from flintlock.core.task import StreamTask

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pluggy
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier, InputEvent
 from flintlock.core.operator import StreamOperator

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.errors import LifecycleError
 from flintlock.core.events import (

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import MIN_TIMESTAMP
 from flintlock.core.state.arrow_codec import to_arrow

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.functions import (
     FilterFunction,
     FlatMapFunction,

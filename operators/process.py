@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.functions import (
     Collector,
     CoProcessFunction,

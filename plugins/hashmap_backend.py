@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.snapshots import StateFile

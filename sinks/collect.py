@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.sink_api import CommitContext, SinkWriterContext, TwoPhaseCommitSink

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 import pyarrow as pa
+
 from flintlock.core.functions import SinkFunction
 from flintlock.core.plugin_manager import hookimpl
 

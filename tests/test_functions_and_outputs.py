@@ -5,8 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from flintlock.operators.basic import FilterOperator, FlatMapOperator, MapOperator
-from flintlock.operators.sink import SinkOperator
 
 from flintlock import (
     EmitAfterFinishError,
@@ -17,6 +15,8 @@ from flintlock import (
     SchemaMismatchError,
     SinkFunction,
 )
+from flintlock.operators.basic import FilterOperator, FlatMapOperator, MapOperator
+from flintlock.operators.sink import SinkOperator
 from flintlock.testing import OneInputHarness
 
 

@@ -11,10 +11,10 @@ import typing
 
 import pytest
 from conftest import HOOKS_SEEN, PHASES_SEEN
-from flintlock.core import hookspecs
-from flintlock.core.hookspecs import TaskPhase
 
 from flintlock import Function, OneInputStreamOperator, StreamOperator, StreamTask
+from flintlock.core import hookspecs
+from flintlock.core.hookspecs import TaskPhase
 
 OPERATOR_METHODS = [
     "setup",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from flintlock.core.key_groups import key_group_of, key_group_range, subtask_for_key_group
-from flintlock.operators.process import KeyedProcessOperator
 
 from flintlock import (
     KeyedProcessFunction,
@@ -13,6 +11,8 @@ from flintlock import (
     ListStateDescriptor,
     ValueStateDescriptor,
 )
+from flintlock.core.key_groups import key_group_of, key_group_range, subtask_for_key_group
+from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import LifecycleRecorder, OneInputHarness
 
 MAX = 2**63 - 1

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flintlock.operators.basic import FilterOperator, MapOperator
 from lifecycle_ops import Passthrough, batch
 
 from flintlock import ExecutionState, MapFunction
+from flintlock.operators.basic import FilterOperator, MapOperator
 from flintlock.testing import LifecycleRecorder, OneInputHarness
 
 START = [

@@ -6,12 +6,12 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
-from flintlock.core.hook_runner import HookRunner
-from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
-from flintlock.core.registry import build_registry
 from lifecycle_ops import Boom, Passthrough, batch
 
 from flintlock import LifecycleError, PluginError, hookimpl
+from flintlock.core.hook_runner import HookRunner
+from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
+from flintlock.core.registry import build_registry
 from flintlock.testing import OneInputHarness
 
 BUILT_INS = {

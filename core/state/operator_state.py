@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
+
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.snapshots import StateFile
 from flintlock.core.state.arrow_codec import to_arrow
