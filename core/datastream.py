@@ -194,33 +194,32 @@ class DataStream:
 
     def map(self, function: Any, name: str | None = None) -> DataStream:
         """One row per row: a MapFunction or a callable on dicts (per record)."""
-        return self._then("map", name, lambda n: self.env.operator("map")(function, name=n))
+        factory = self.env.operator("map")
+        return self._then("map", name, lambda n: factory(function, name=n))
 
     def map_batch(
         self, function: Callable[[pa.RecordBatch], pa.RecordBatch], name: str | None = None
     ) -> DataStream:
         """A batch per batch, same rows count (the fast path)."""
-        return self._then(
-            "map", name, lambda n: self.env.operator("map")(function, name=n, batch=True)
-        )
+        factory = self.env.operator("map")
+        return self._then("map", name, lambda n: factory(function, name=n, batch=True))
 
     def filter(self, function: Any, name: str | None = None) -> DataStream:
         """Keep rows where a FilterFunction or a callable on dicts holds."""
-        return self._then("filter", name, lambda n: self.env.operator("filter")(function, name=n))
+        factory = self.env.operator("filter")
+        return self._then("filter", name, lambda n: factory(function, name=n))
 
     def filter_batch(
         self, function: Callable[[pa.RecordBatch], Any], name: str | None = None
     ) -> DataStream:
         """Keep rows where the boolean mask returned per batch holds (the fast path)."""
-        return self._then(
-            "filter", name, lambda n: self.env.operator("filter")(function, name=n, batch=True)
-        )
+        factory = self.env.operator("filter")
+        return self._then("filter", name, lambda n: factory(function, name=n, batch=True))
 
     def flat_map(self, function: Any, name: str | None = None) -> DataStream:
         """Zero or more rows per row."""
-        return self._then(
-            "flat_map", name, lambda n: self.env.operator("flat_map")(function, name=n)
-        )
+        factory = self.env.operator("flat_map")
+        return self._then("flat_map", name, lambda n: factory(function, name=n))
 
     def key_by(self, column: str) -> DataStream:
         """Partition by the key group of ``column``: keyed state and timers downstream."""
@@ -231,17 +230,15 @@ class DataStream:
         """A ProcessFunction per record; keyed (state, timers) after key_by."""
         key, stamp = self.key_column, self.timestamp_column
         if key is not None:
+            keyed = self.env.operator("keyed_process")
             return self._then(
                 "keyed_process",
                 name,
-                lambda n: self.env.operator("keyed_process")(
-                    function, key_column=key, timestamp_column=stamp, name=n
-                ),
+                lambda n: keyed(function, key_column=key, timestamp_column=stamp, name=n),
             )
+        plain = self.env.operator("process")
         return self._then(
-            "process",
-            name,
-            lambda n: self.env.operator("process")(function, timestamp_column=stamp, name=n),
+            "process", name, lambda n: plain(function, timestamp_column=stamp, name=n)
         )
 
     def connect(self, other: DataStream) -> ConnectedStreams:

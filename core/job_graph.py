@@ -47,6 +47,12 @@ class Transformation:
     """For 2PC sinks: the sink, whose driver-side copy commits."""
     is_sink: bool = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Ship to workers without the DataFrame (it lives on the driver)."""
+        state = dict(self.__dict__)
+        state["spark_source"] = None
+        return state
+
 
 @dataclass
 class OutputEdge:

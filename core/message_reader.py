@@ -46,9 +46,16 @@ class MessageReader:
         self._forward_inputs = {
             (i, upstream) for upstream, i, p in vertex.inputs if p.kind == "forward"
         }
+        self._events = self._read()
 
     def events(self) -> Iterator[InputEvent]:
-        """The events for this subtask, in channel order; forwards the rest as it goes."""
+        """The events for this subtask, in channel order; forwards the rest as it goes.
+
+        One iterator for the reader's life, so ``drain`` goes on exactly where the task
+        stopped reading (mid-batch included)."""
+        return self._events
+
+    def _read(self) -> Iterator[InputEvent]:
         me = self.vertex.id
         for batch in self.batches:
             columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
