@@ -1,0 +1,92 @@
+"""The lifecycle on Spark is the lifecycle of the harness; failures name where they were."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from flintlock import KeyedProcessFunction, ValueStateDescriptor
+from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.operators.process import KeyedProcessOperator
+from flintlock.operators.sink import TwoPhaseCommitSinkOperator
+from flintlock.sinks.collect import CollectSink
+from flintlock.testing import LifecycleRecorder, OneInputHarness
+
+PER_BATCH = {"operator_process_batch"}
+
+
+class Count(KeyedProcessFunction):
+    """Counts records per key; emits the count when the input ends (event-time timer)."""
+
+    def open(self) -> None:
+        self.count = self.runtime_context.get_state(
+            ValueStateDescriptor("count", pa.int64(), default=0)
+        )
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.count.update(self.count.value() + 1)
+        ctx.timer_service().register_event_time_timer(2**62)
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        out.collect({"k": ctx.get_current_key(), "n": self.count.value()})
+
+
+def test_spark_subtasks_record_the_harness_sequence(
+    spark: Any, tmp_path: Path, make_recorder: Callable[[], LifecycleRecorder]
+) -> None:
+    on_spark = make_recorder()
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path), plugins=[on_spark]
+    )
+    rows = [{"k": i % 7, "v": i} for i in range(100)]
+    counts = env.from_collection(rows, batch_size=10).key_by("k").process(Count(), name="count")
+    table = counts.collect("recorded")
+    assert sorted(table.column("n").to_pylist()) == sorted(
+        [len([r for r in rows if r["k"] == k]) for k in range(7)]
+    )
+    keyed_chain = "count -> collect"
+    assert set(on_spark.by_task) == {
+        "source:collection#0",
+        "source:collection#1",
+        f"{keyed_chain}#0",
+        f"{keyed_chain}#1",
+    }
+
+    in_harness = make_recorder()
+    harness = OneInputHarness(
+        KeyedProcessOperator(Count(), key_column="k", name="count"),
+        TwoPhaseCommitSinkOperator(CollectSink("collect"), name="collect"),
+        plugins=[in_harness],
+        task_name=keyed_chain,
+    )
+    harness.process_records(rows[:1])
+    harness.complete(checkpoint_id=1)
+    expected = in_harness.calls(exclude=PER_BATCH)
+    assert expected[0] == ("state", "DEPLOYING") and expected[-1] == ("state", "FINISHED")
+    for subtask in (0, 1):
+        assert on_spark.calls(f"{keyed_chain}#{subtask}", exclude=PER_BATCH) == expected
+
+
+def test_a_failure_on_spark_names_task_subtask_operator_and_phase(
+    spark: Any, tmp_path: Path
+) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+
+    def explode(row: dict[str, Any]) -> dict[str, Any]:
+        if row["v"] == 13:
+            raise KeyError("customer_id")
+        return row
+
+    env.from_collection([{"v": i} for i in range(20)], batch_size=5).map(
+        explode, name="enrich"
+    ).rebalance().map(lambda r: r, name="after").sink_to(CollectSink())
+    with pytest.raises(Exception) as caught:
+        env.execute("fails")
+    message = str(caught.value)
+    assert "operator 'enrich' failed in process_batch" in message
+    assert "task: source 'source:collection -> enrich', subtask" in message
+    assert "caused by: KeyError: 'customer_id'" in message
