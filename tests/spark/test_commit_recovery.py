@@ -1,0 +1,56 @@
+"""A commit that fails halfway is completed exactly once by the next start of the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pytest
+
+from flintlock.core.checkpoint_coordinator import CommitError
+from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.sinks.files import FileSink
+
+
+class CommitDiesAfterOneFile(FileSink):
+    """Moves one file, then fails — once (a marker file remembers it failed)."""
+
+    def __init__(self, path: str, marker: str) -> None:
+        super().__init__(path, rows_per_file=100)
+        self.marker = marker
+
+    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
+        super().commit_file(filesystem, file)
+        if not Path(self.marker).exists():
+            Path(self.marker).write_text("failed once")
+            raise OSError("injected: the disk went away after one file")
+
+
+def build(spark: Any, tmp_path: Path) -> tuple[StreamExecutionEnvironment, FileSink]:
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path / "chk")
+    )
+    sink = CommitDiesAfterOneFile(str(tmp_path / "out"), str(tmp_path / "marker"))
+    env.from_collection([{"v": i} for i in range(1000)], batch_size=50).sink_to(sink)
+    return env, sink
+
+
+def test_failed_commit_then_restart_gives_every_row_exactly_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    env, sink = build(spark, tmp_path)
+    with pytest.raises(CommitError, match="sink 'sink:files' failed to commit checkpoint 1"):
+        env.execute("halfway")
+    assert len(sink.committed_files()) == 1  # one file moved before the failure
+
+    again, sink_again = build(spark, tmp_path)
+    result = again.execute("halfway")
+    assert result.resumed and result.checkpoint_id == 1  # the pending commit, not a new run
+    table = ds.dataset(str(tmp_path / "out"), format="parquet").to_table()
+    assert sorted(table.column("v").to_pylist()) == list(range(1000))
+    assert not list((tmp_path / "out").glob("_staging-*/*"))
+
+    third, _ = build(spark, tmp_path)
+    assert third.execute("halfway").checkpoint_id == 2  # a finished job starts a new run
