@@ -184,6 +184,9 @@ class ProcessFunction(Function):
         """Handle one record; emit with ``out.collect(row)``."""
         raise NotImplementedError(f"{type(self).__name__} must override process_element")
 
+    def on_end_of_input(self, out: Collector) -> None:
+        """The input ended (bounded input only): emit final results, e.g. an aggregate."""
+
 
 class KeyedProcessFunction(ProcessFunction):
     """A process function on a keyed stream: keyed state and event-time timers."""

@@ -46,6 +46,9 @@ class _CollectingOperator(UdfOperatorMixin):
         self._flush()
 
     def end_input(self, input_index: int) -> None:
+        on_end = getattr(self.function, "on_end_of_input", None)
+        if on_end is not None:
+            on_end(self._collector)
         self._flush()
 
     def finish(self) -> None:

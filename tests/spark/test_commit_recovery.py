@@ -45,7 +45,7 @@ def test_failed_commit_then_restart_gives_every_row_exactly_once(
         env.execute("halfway")
     assert len(sink.committed_files()) == 1  # one file moved before the failure
 
-    again, sink_again = build(spark, tmp_path)
+    again, _ = build(spark, tmp_path)
     result = again.execute("halfway")
     assert result.resumed and result.checkpoint_id == 1  # the pending commit, not a new run
     table = ds.dataset(str(tmp_path / "out"), format="parquet").to_table()
