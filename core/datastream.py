@@ -49,11 +49,12 @@ class StreamExecutionEnvironment:
         plugins: Iterable[object] = (),
         master: str | None = None,
     ) -> None:
-        self.parallelism = parallelism or os.cpu_count() or 2
+        from_env = os.environ.get("FLINTLOCK_PARALLELISM")  # set by `flintlock run`
+        self.parallelism = parallelism or (int(from_env) if from_env else os.cpu_count() or 2)
         if not 0 < self.parallelism <= max_parallelism:
             raise GraphError(f"parallelism {self.parallelism} must be in 1..{max_parallelism}")
         self.spark = spark
-        self.master = master
+        self.master = master or os.environ.get("FLINTLOCK_MASTER")
         self.checkpoint_dir = checkpoint_dir
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,9 @@ from flintlock.core.errors import FlintlockError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
 
 
 class SparkSetupError(FlintlockError):
@@ -36,8 +40,18 @@ def check_java() -> None:
 def check_worker_python() -> None:
     """Fail early if the worker Python cannot import pyarrow (Spark's workers would)."""
     worker = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    if worker != sys.executable and shutil.which(worker) is None:
+    if worker == sys.executable:
+        return
+    if shutil.which(worker) is None:
         raise SparkSetupError(f"PYSPARK_PYTHON={worker} is not an executable")
+    probe = subprocess.run(
+        [worker, "-c", "import pyarrow, flintlock"], capture_output=True, timeout=60
+    )
+    if probe.returncode != 0:
+        raise SparkSetupError(
+            f"the worker Python PYSPARK_PYTHON={worker} cannot import pyarrow and flintlock: "
+            f"install them there, or unset PYSPARK_PYTHON to use {sys.executable}"
+        )
 
 
 def active_or_local_session(
@@ -64,6 +78,7 @@ def active_or_local_session(
         .config("spark.log.level", "ERROR")
         .config("spark.driver.memory", os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}")
         .getOrCreate()
     )
     return session, True

@@ -1,5 +1,6 @@
 """flintlock: Apache Flink's task and operator lifecycle, in Python, on Apache Spark."""
 
+from flintlock.core.datastream import DataStream, StreamExecutionEnvironment
 from flintlock.core.errors import (
     ChannelError,
     EmitAfterFinishError,
@@ -22,12 +23,14 @@ from flintlock.core.functions import (
     RuntimeContext,
     SinkFunction,
 )
+from flintlock.core.job_master import JobExecutionResult
 from flintlock.core.operator import (
     OneInputStreamOperator,
     StreamOperator,
     TwoInputStreamOperator,
 )
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
 from flintlock.core.state import (
     ListState,
@@ -48,12 +51,14 @@ __all__ = [
     "CoProcessFunction",
     "CollectionSource",
     "Collector",
+    "DataStream",
     "EmitAfterFinishError",
     "ExecutionState",
     "FilterFunction",
     "FlatMapFunction",
     "FlintlockError",
     "Function",
+    "JobExecutionResult",
     "KeyedProcessFunction",
     "KeyedStateBackend",
     "LifecycleError",
@@ -71,9 +76,11 @@ __all__ = [
     "SourceOperator",
     "SourceReader",
     "StateBackend",
+    "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
     "TwoInputStreamOperator",
+    "TwoPhaseCommitSink",
     "ValueState",
     "ValueStateDescriptor",
     "Watermark",

@@ -15,6 +15,6 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_both() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     for command in commands:
         assert "\n" not in command.strip()
-        assert command.replace(" -q ", " -q ").strip() in ci.replace('"$PYTHON"', "python3")
-    assert "examples/harness_example.py" in commands[0]
+        assert command.strip() in ci.replace('"$PYTHON"', "python3")
+    assert "flintlock run examples/orders_job.py" in commands[0]
     assert "pytest" in commands[1]
