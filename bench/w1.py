@@ -1,0 +1,85 @@
+"""Benchmark W1 on local Spark: flintlock per batch and per record vs raw mapInArrow.
+
+W1: map value*2 -> filter key%2==0 -> count and sum, parallelism 2, on the same input
+DataFrame as the baseline, in the same session, after a warm-up; median of 5 runs.
+Prints records/s (input rows) and each figure's ratio to the raw mapInArrow baseline.
+
+    python bench/w1.py [--rows 10000000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import w1
+from pyspark import cloudpickle
+
+cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
+
+
+def timed(runs: int, work: Callable[[], Any]) -> tuple[float, Any]:
+    """Median seconds over ``runs`` and the last result."""
+    seconds, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = work()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds), result
+
+
+def main() -> None:
+    """Run the three variants and print one table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-per-record", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.log.level", "ERROR")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.adaptive.enabled", "false")
+        .getOrCreate()
+    )
+    frame = w1.w1_input(spark, args.rows).cache()
+    frame.count()  # materialise the input once: every variant reads the same cached rows
+    scratch = tempfile.mkdtemp(prefix="flintlock-bench-")
+    variants: dict[str, Callable[[], Any]] = {
+        "raw mapInArrow (baseline)": lambda: w1.raw_map_in_arrow_w1(frame, 2),
+        "flintlock per batch": lambda: w1.flintlock_w1(spark, frame, 2, False, scratch),
+    }
+    if not args.skip_per_record:
+        variants["flintlock per record"] = lambda: w1.flintlock_w1(spark, frame, 2, True, scratch)
+    for work in variants.values():  # warm-up: JIT, Python workers, imports
+        work()
+    figures = {name: timed(args.runs, work) for name, work in variants.items()}
+    baseline = figures["raw mapInArrow (baseline)"][0]
+    print(f"W1, {args.rows:,} rows, parallelism 2, local[2], median of {args.runs}")
+    print(f"{'variant':<28}{'seconds':>10}{'records/s':>14}{'vs baseline':>13}  result")
+    for name, (seconds, result) in figures.items():
+        print(
+            f"{name:<28}{seconds:>10.2f}{args.rows / seconds:>14,.0f}"
+            f"{seconds / baseline:>12.2f}x  {result[0]} rows, sum {result[1]:.1f}"
+        )
+    results = {r for _, r in figures.values()}
+    print("all variants agree" if len({(c, round(s, 3)) for c, s in results}) == 1 else "MISMATCH")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
