@@ -17,6 +17,7 @@ from flintlock.core.functions import CoProcessFunction, ProcessFunction, SinkFun
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.core.operator import StreamOperator
+from flintlock.core.parquet_source import ParquetSource
 from flintlock.core.partitioners import BROADCAST, REBALANCE, Partitioner, hash_by
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
@@ -88,6 +89,15 @@ class StreamExecutionEnvironment:
         stream = self.from_source(DataFrameSource(), name=name)
         stream.transformation.spark_source = frame.repartition(self.parallelism)
         return stream
+
+    def from_parquet(
+        self,
+        path: str,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A bounded stream of the Parquet files under ``path`` (local path or URI)."""
+        return self.from_source(ParquetSource(path, batch_size), watermark_strategy)
 
     def from_source(
         self,

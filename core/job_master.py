@@ -38,6 +38,8 @@ class JobExecutionResult:
     duration_seconds: float
     records_out: dict[str, int] = field(default_factory=dict)
     """Records each vertex emitted, summed over its subtasks."""
+    vertex_seconds: dict[str, float] = field(default_factory=dict)
+    """Each vertex's slowest subtask, from invoke to its snapshot."""
     collected: dict[str, pa.Table] = field(default_factory=dict)
     resumed: bool = False
     """True if this start only completed the pending commit of an earlier run."""
@@ -138,8 +140,11 @@ class JobMaster:
         self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
     ) -> JobExecutionResult:
         records: dict[str, int] = {}
+        seconds: dict[str, float] = {}
         for ack in checkpoint.acknowledgements:
-            records[ack["task_name"]] = records.get(ack["task_name"], 0) + ack["records_out"]
+            name = ack["task_name"]
+            records[name] = records.get(name, 0) + ack["records_out"]
+            seconds[name] = max(seconds.get(name, 0.0), ack.get("duration_seconds", 0.0))
         collected = {
             name: sink.result
             for name, sink in self.sinks.items()
@@ -151,6 +156,7 @@ class JobMaster:
             checkpoint_id=checkpoint.checkpoint_id,
             duration_seconds=time.perf_counter() - started,
             records_out=records,
+            vertex_seconds=seconds,
             collected=collected,
             resumed=resumed,
         )

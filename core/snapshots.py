@@ -114,6 +114,7 @@ class TaskAcknowledgement:
     finished: bool
     committables: dict[str, list[Any]] = field(default_factory=dict)
     records_out: int = 0
+    duration_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (travels in an ACK message)."""

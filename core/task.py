@@ -6,6 +6,7 @@ and ``task_cleanup``; everything else is the same for every task type.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -45,6 +46,7 @@ class StreamTask:
     def invoke(self) -> TaskAcknowledgement | None:
         """Run the subtask to its end; raises LifecycleError on failure or cancel."""
         failure: BaseException | None = None
+        self.started = time.perf_counter()
         try:
             self.transition(ExecutionState.DEPLOYING)
             self.step("set_initial_state", self.set_initial_state)
@@ -161,6 +163,7 @@ class StreamTask:
                 if (found := op.committables()) is not None
             },
             records_out=getattr(env.writer, "records_out", 0),
+            duration_seconds=time.perf_counter() - self.started,
         )
         env.writer.acknowledge(self.acknowledgement)
 
