@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from hook_tally import HOOKS_SEEN, PHASES_SEEN
 
 from flintlock.testing import LifecycleRecorder
-
-HOOKS_SEEN: set[str] = set()
-"""Every hook a recorder saw in this session (read by tests/test_hook_coverage.py)."""
-PHASES_SEEN: set[str] = set()
-"""Every task invoke phase a recorder saw in this session."""
 
 
 @pytest.fixture

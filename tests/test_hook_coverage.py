@@ -10,7 +10,7 @@ import inspect
 import typing
 
 import pytest
-from conftest import HOOKS_SEEN, PHASES_SEEN
+from hook_tally import HOOKS_SEEN, PHASES_SEEN
 
 from flintlock import Function, OneInputStreamOperator, StreamOperator, StreamTask
 from flintlock.core import hookspecs
