@@ -26,6 +26,7 @@ from flintlock.core.events import (
 from flintlock.core.operator import StreamOperator
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
+from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
 from flintlock.core.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
 from flintlock.core.source import CollectionSource, Source, SourceOperator
 from flintlock.core.task import StreamTask
@@ -192,6 +193,26 @@ class TaskHarness:
                 raise
             return error
         raise AssertionError("the task did not end canceled")
+
+    def commit(self, sink: TwoPhaseCommitSink, operator_name: str | None = None) -> list[Any]:
+        """Play the driver's committer: commit what the sink operator acknowledged.
+
+        On Spark this runs on the driver once every subtask acknowledged the checkpoint;
+        returns the committables that were committed."""
+        acknowledgement = self.acknowledgement
+        if acknowledgement is None:
+            raise AssertionError("no acknowledgement yet: call checkpoint() or complete() first")
+        names = [operator_name] if operator_name else list(acknowledgement.committables)
+        if len(names) != 1:
+            raise ValueError(f"name the sink operator, one of {names}")
+        committables = acknowledgement.committables.get(names[0], [])
+        context = CommitContext(
+            self.info.job_name, self.info.run_id, acknowledgement.checkpoint_id,
+            self.environment.storage,
+        )
+        sink.commit(context, committables)
+        sink.post_commit(context)
+        return committables
 
     # ---- reading results ----
 

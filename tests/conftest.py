@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -32,6 +34,45 @@ def recorder(make_recorder: Callable[[], LifecycleRecorder]) -> LifecycleRecorde
     return make_recorder()
 
 
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One quiet local[2] session shared by every test of this process that needs Spark.
+
+    Tests needing task retries (``local[2,4]``) or Spark Connect run their jobs in a
+    process of their own (tests/spark/retry_jobs.py, tests/spark/connect_job.py).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("flintlock-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(autouse=True)
+def ship_test_module_by_value(request: pytest.FixtureRequest) -> None:
+    """Functions defined in a test module travel by value: workers cannot import tests."""
+    if "spark" not in request.fixturenames:
+        return
+    from pyspark import cloudpickle
+
+    module = request.module
+    if module.__name__ not in cloudpickle.cloudpickle._PICKLE_BY_VALUE_MODULES:
+        cloudpickle.register_pickle_by_value(module)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the hook-coverage guard last, after every test that records hooks."""
+    """Mark tests that run Spark jobs slow; run the hook-coverage guard last."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) or "tests/spark/" in item.nodeid:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_hook_coverage.py"))
