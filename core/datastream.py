@@ -279,6 +279,14 @@ class DataStream:
         self.transformation.parallelism = parallelism
         return self
 
+    def set_task_type(self, task_type: str) -> DataStream:
+        """Run this operator (and what chains to it) in the registered task type ``task_type``.
+
+        The operator then heads its own vertex, since a chain has exactly one task type."""
+        self.env.registry.get("task type", task_type)  # a clear error if none is registered
+        self.transformation.task_type = task_type
+        return self
+
     def rebalance(self) -> DataStream:
         """Spread batches round robin over the next operator's subtasks."""
         return DataStream(

@@ -46,6 +46,8 @@ class Transformation:
     sink: Any = None
     """For 2PC sinks: the sink, whose driver-side copy commits."""
     is_sink: bool = False
+    task_type: str | None = None
+    """A registered task type chosen with ``set_task_type``; it heads its own vertex."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Ship to workers without the DataFrame (it lives on the driver)."""
@@ -141,7 +143,7 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
         _check_edges(t, by_id)
 
     def chains_to_upstream(t: Transformation) -> bool:
-        if t.is_source or len(t.inputs) != 1:
+        if t.is_source or t.task_type or len(t.inputs) != 1:
             return False
         edge = t.inputs[0]
         upstream = by_id[edge.source_id]
@@ -175,6 +177,8 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
 
 
 def _task_type(t: Transformation) -> str:
+    if t.task_type:
+        return t.task_type
     if t.is_source:
         return "source"
     return "two-input" if any(e.input_index == 2 for e in t.inputs) else "one-input"

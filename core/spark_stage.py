@@ -58,7 +58,7 @@ class StageFunction:
         )
         writer = MessageWriter(plan, vertex, subtask)
         reader = None
-        if vertex.task_type == "source":
+        if vertex.transformations[0].is_source:
             bind_partition_input(batches)
             events: Iterator = iter(())  # type: ignore[type-arg]
         else:

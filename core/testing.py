@@ -207,7 +207,9 @@ class TaskHarness:
             raise ValueError(f"name the sink operator, one of {names}")
         committables = acknowledgement.committables.get(names[0], [])
         context = CommitContext(
-            self.info.job_name, self.info.run_id, acknowledgement.checkpoint_id,
+            self.info.job_name,
+            self.info.run_id,
+            acknowledgement.checkpoint_id,
             self.environment.storage,
         )
         sink.commit(context, committables)
