@@ -1,5 +1,15 @@
 """flintlock: Apache Flink's task and operator lifecycle, in Python, on Apache Spark."""
 
+from pathlib import Path as _Path
+
+# Installed, flintlock.core and its siblings sit inside this folder. Imported from a source
+# checkout (a Spark worker started by `python -m` in the repository puts it first on
+# sys.path), they are this folder's siblings core/, plugins/, operators/ and sinks/, which
+# setuptools' package-dir maps at install time: map them the same way here.
+_here = _Path(__file__).resolve().parent
+if not (_here / "core").is_dir() and (_here.parent / "core" / "hookspecs.py").is_file():
+    __path__.append(str(_here.parent))
+
 from flintlock.core.datastream import DataStream, StreamExecutionEnvironment
 from flintlock.core.errors import (
     ChannelError,
