@@ -16,7 +16,7 @@ from flintlock.core.functions import (
 )
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import RowBatchBuilder
+from flintlock.core.records import RowBatchBuilder, rows_of
 
 
 class _LambdaMap(MapFunction):
@@ -56,7 +56,7 @@ class MapOperator(UdfOperatorMixin, OneInputStreamOperator):
             self.output.emit(self.function.map_batch(batch))
             return
         fn = self.function.map
-        out = self._builder.build([fn(row) for row in batch.to_pylist()])
+        out = self._builder.build([fn(row) for row in rows_of(batch)])
         if out is not None:
             self.output.emit(out)
 
@@ -89,7 +89,7 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
             mask = self.function.filter_batch(batch)
         else:
             fn = self.function.filter
-            mask = pa.array([bool(fn(row)) for row in batch.to_pylist()], pa.bool_())
+            mask = pa.array([bool(fn(row)) for row in rows_of(batch)], pa.bool_())
         kept = batch.filter(mask)
         if kept.num_rows:
             self.output.emit(kept)
@@ -124,7 +124,7 @@ class FlatMapOperator(UdfOperatorMixin, OneInputStreamOperator):
             out = self.function.flat_map_batch(batch)
         else:
             fn = self.function.flat_map
-            out = self._builder.build([r for row in batch.to_pylist() for r in fn(row)])
+            out = self._builder.build([r for row in rows_of(batch) for r in fn(row)])
         if out is not None and out.num_rows:
             self.output.emit(out)
 

@@ -20,7 +20,7 @@ from flintlock.core.operator import (
     UdfOperatorMixin,
 )
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import RowBatchBuilder
+from flintlock.core.records import RowBatchBuilder, rows_of
 
 
 class _CollectingOperator(UdfOperatorMixin):
@@ -74,7 +74,7 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
         self._start_collecting(function.output_schema)
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        rows = batch.to_pylist()
+        rows = rows_of(batch)
         stamps = (
             batch.column(self.timestamp_column).to_pylist()
             if self.timestamp_column
@@ -140,7 +140,7 @@ class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
         self._process(batch, 1, self.function.process_element2)
 
     def _process(self, batch: pa.RecordBatch, side: int, process: Callable[..., None]) -> None:
-        rows = batch.to_pylist()
+        rows = rows_of(batch)
         stamp_column = self.timestamp_columns[side]
         stamps = batch.column(stamp_column).to_pylist() if stamp_column else [None] * len(rows)
         ctx, out = self._ctx, self._collector

@@ -10,6 +10,7 @@ import pyarrow as pa
 from flintlock.core.functions import SinkFunction, overrides
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.records import rows_of
 from flintlock.core.sink_api import SinkWriterContext, TwoPhaseCommitSink
 
 
@@ -26,7 +27,7 @@ class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
             self.function.write_batch(batch)
         else:
             invoke = self.function.invoke
-            for row in batch.to_pylist():
+            for row in rows_of(batch):
                 invoke(row)
 
 
