@@ -1,8 +1,9 @@
 """Benchmark W1 on local Spark: flintlock per batch and per record vs raw mapInArrow.
 
 W1: map value*2 -> filter key%2==0 -> count and sum, parallelism 2, on the same input
-DataFrame as the baseline, in the same session, after a warm-up; median of 5 runs.
-Prints records/s (input rows) and each figure's ratio to the raw mapInArrow baseline.
+DataFrame as the baseline, in the same session, after a warm-up; median of 5 runs,
+interleaved across the variants. Prints records/s (input rows) and each figure's ratio
+to the raw mapInArrow baseline.
 
     python bench/w1.py [--rows 10000000] [--runs 5]
 """
@@ -27,14 +28,19 @@ from pyspark import cloudpickle
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 
 
-def timed(runs: int, work: Callable[[], Any]) -> tuple[float, Any]:
-    """Median seconds over ``runs`` and the last result."""
-    seconds, result = [], None
+def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[float, Any]]:
+    """Median seconds over ``runs`` and the last result, per variant.
+
+    Runs are interleaved (round robin over the variants), so that a slow phase of the
+    machine falls on every variant alike rather than on the one that ran then."""
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    results: dict[str, Any] = {}
     for _ in range(runs):
-        started = time.perf_counter()
-        result = work()
-        seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds), result
+        for name, work in variants.items():
+            started = time.perf_counter()
+            results[name] = work()
+            seconds[name].append(time.perf_counter() - started)
+    return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
 
 
 def main() -> None:
@@ -51,6 +57,7 @@ def main() -> None:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.adaptive.enabled", "false")
@@ -67,7 +74,7 @@ def main() -> None:
         variants["flintlock per record"] = lambda: w1.flintlock_w1(spark, frame, 2, True, scratch)
     for work in variants.values():  # warm-up: JIT, Python workers, imports
         work()
-    figures = {name: timed(args.runs, work) for name, work in variants.items()}
+    figures = timed(args.runs, variants)
     baseline = figures["raw mapInArrow (baseline)"][0]
     print(f"W1, {args.rows:,} rows, parallelism 2, local[2], median of {args.runs}")
     print(f"{'variant':<28}{'seconds':>10}{'records/s':>14}{'vs baseline':>13}  result")
