@@ -48,6 +48,31 @@ def test_run_without_java_says_what_to_install(tmp_path: Path) -> None:
     ]
 
 
+def test_run_with_a_worker_python_without_pyarrow_says_so_in_one_line(tmp_path: Path) -> None:
+    bare = tmp_path / "bare-venv"  # a real interpreter with nothing installed
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from flintlock import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment(parallelism=1)\n"
+        "env.from_collection([{'v': 1}]).print()\n"
+        "env.execute('bare-worker')\n"
+    )
+    worker = str(bare / "bin" / "python")
+    done = subprocess.run(
+        [sys.executable, "-m", "flintlock.cli", "run", str(job)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYSPARK_PYTHON": worker},
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"flintlock: error: the worker Python PYSPARK_PYTHON={worker} cannot import pyarrow "
+        f"and flintlock: install them there, or unset PYSPARK_PYTHON to use {sys.executable}"
+    ]
+
+
 def test_run_of_a_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "no/such/job.py"]) == 2
     assert capsys.readouterr().err == "flintlock: error: no job file at no/such/job.py\n"
