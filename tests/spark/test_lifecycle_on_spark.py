@@ -9,12 +9,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from flintlock import KeyedProcessFunction, ValueStateDescriptor
+from flintlock import CoProcessFunction, KeyedProcessFunction, ValueStateDescriptor
 from flintlock.core.datastream import StreamExecutionEnvironment
-from flintlock.operators.process import KeyedProcessOperator
+from flintlock.operators.process import CoProcessOperator, KeyedProcessOperator
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
 from flintlock.sinks.collect import CollectSink
-from flintlock.testing import LifecycleRecorder, OneInputHarness
+from flintlock.testing import LifecycleRecorder, OneInputHarness, TwoInputHarness
 
 PER_BATCH = {"operator_process_batch"}
 
@@ -90,3 +90,49 @@ def test_a_failure_on_spark_names_task_subtask_operator_and_phase(
     assert "operator 'enrich' failed in process_batch" in message
     assert "task: source 'source:collection -> enrich', subtask" in message
     assert "caused by: KeyError: 'customer_id'" in message
+
+
+class Join(CoProcessFunction):
+    """Emits each order with the latest name of its customer (state per customer)."""
+
+    def open(self) -> None:
+        self.name = self.runtime_context.get_state(ValueStateDescriptor("name", pa.string()))
+
+    def process_element1(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        out.collect({"order": value["order"], "name": self.name.value()})
+
+    def process_element2(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.name.update(value["name"])
+
+
+def test_two_input_subtasks_record_the_harness_sequence_up_to_input_order(
+    spark: Any, tmp_path: Path, make_recorder: Callable[[], LifecycleRecorder]
+) -> None:
+    on_spark = make_recorder()
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path), plugins=[on_spark]
+    )
+    orders = env.from_collection([{"order": i, "c": i % 5} for i in range(40)], batch_size=8)
+    names = env.from_collection([{"c": c, "name": f"n{c}"} for c in range(5)])
+    joined = orders.key_by("c").connect(names.key_by("c")).process(Join(), name="join")
+    assert joined.collect("two-input").num_rows == 40
+    chain = "join -> collect"
+
+    def harness_calls(first_ended: int) -> list[tuple[Any, ...]]:
+        recorder = make_recorder()
+        harness = TwoInputHarness(
+            CoProcessOperator(Join(), key_columns=("c", "c"), name="join"),
+            TwoPhaseCommitSinkOperator(CollectSink("collect"), name="collect"),
+            plugins=[recorder],
+            task_name=chain,
+            input_channels={1: 2, 2: 2},  # two upstream subtasks per input, as on Spark
+        )
+        harness.end_input(first_ended)
+        harness.end_input(3 - first_ended)
+        harness.complete(checkpoint_id=1)
+        return recorder.calls(exclude=PER_BATCH)
+
+    either_order = [harness_calls(1), harness_calls(2)]
+    assert either_order[0] != either_order[1]  # the order in which inputs end is visible
+    for subtask in (0, 1):
+        assert on_spark.calls(f"{chain}#{subtask}", exclude=PER_BATCH) in either_order
