@@ -52,6 +52,10 @@ from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
 from flintlock.core.watermarks import WatermarkStrategy
+from flintlock.plugins.hashmap_backend import HashMapStateBackend
+from flintlock.plugins.one_input_task import OneInputStreamTask
+from flintlock.plugins.source_task import SourceStreamTask
+from flintlock.plugins.two_input_task import TwoInputStreamTask
 
 __version__ = "0.1.0"
 
@@ -68,6 +72,7 @@ __all__ = [
     "FlatMapFunction",
     "FlintlockError",
     "Function",
+    "HashMapStateBackend",
     "JobExecutionResult",
     "KeyedProcessFunction",
     "KeyedStateBackend",
@@ -76,6 +81,7 @@ __all__ = [
     "ListStateDescriptor",
     "MapFunction",
     "OneInputStreamOperator",
+    "OneInputStreamTask",
     "PluginError",
     "ProcessContext",
     "ProcessFunction",
@@ -85,11 +91,13 @@ __all__ = [
     "Source",
     "SourceOperator",
     "SourceReader",
+    "SourceStreamTask",
     "StateBackend",
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
     "TwoInputStreamOperator",
+    "TwoInputStreamTask",
     "TwoPhaseCommitSink",
     "ValueState",
     "ValueStateDescriptor",

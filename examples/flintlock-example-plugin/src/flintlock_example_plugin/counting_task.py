@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+from flintlock import OneInputStreamTask
 from flintlock.core.events import DataEvent, InputEvent
-from flintlock.plugins.one_input_task import OneInputStreamTask
 
 logger = logging.getLogger("flintlock_example_plugin")
 
