@@ -125,8 +125,12 @@ class StreamExecutionEnvironment:
         try:
             checkpoint_dir = self.checkpoint_dir
             if checkpoint_dir is None:
-                if not _is_local(spark):
-                    raise GraphError("outside local mode, give checkpoint_dir (shared storage)")
+                master = _master(spark)
+                if not _is_local(master):
+                    raise GraphError(
+                        f"Spark master {master or '(unknown)'} is not local mode: give "
+                        f"checkpoint_dir, storage that the driver and every executor share"
+                    )
                 checkpoint_dir = tempfile.mkdtemp(prefix="flintlock-checkpoints-")
             config = JobConfig(
                 job_name,
@@ -370,9 +374,15 @@ def _named(operator: StreamOperator, name: str) -> StreamOperator:
     return operator
 
 
-def _is_local(spark: SparkSession) -> bool:
+def _master(spark: SparkSession) -> str | None:
+    """The session's master URL; None if it cannot be read (a Spark Connect server)."""
     try:
-        master = spark.conf.get("spark.master", "local")
-    except Exception:  # Spark Connect may not expose it
-        master = "local"
-    return str(master).startswith("local")
+        return str(spark.conf.get("spark.master"))
+    except Exception:
+        return None
+
+
+def _is_local(master: str | None) -> bool:
+    """True for ``local`` and ``local[...]``, whose tasks share this machine's disk (not
+    ``local-cluster[...]``, whose executors may not); an unknown master is not local."""
+    return master is not None and (master == "local" or master.startswith("local["))
