@@ -63,7 +63,13 @@ def active_or_local_session(
     if spark is not None:
         return spark, False
     active = SparkSession.getActiveSession()
-    if active is not None and master is None:
+    if active is not None:
+        running = active.conf.get("spark.master", None)
+        if master is not None and master != running:
+            raise SparkSetupError(
+                f"a SparkSession on master {running} is already active and cannot move to "
+                f"{master}: leave the master out to use it, or stop it first"
+            )
         return active, False
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

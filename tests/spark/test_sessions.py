@@ -1,0 +1,49 @@
+"""Which SparkSession a job uses, and that flintlock stops only a session it started."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flintlock import StreamExecutionEnvironment
+from flintlock.core.spark_session import SparkSetupError
+
+
+def test_the_active_session_is_used_and_left_running(spark: Any) -> None:
+    env = StreamExecutionEnvironment(parallelism=2)  # no session given: the active one
+    table = env.from_collection([{"v": i} for i in range(10)]).collect("active")
+    assert sorted(table.column("v").to_pylist()) == list(range(10))
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession() is spark
+    assert spark.range(3).count() == 3  # not stopped
+
+
+def test_another_master_than_the_active_sessions_is_an_error(spark: Any) -> None:
+    env = StreamExecutionEnvironment(parallelism=1, master="local[1]")
+    env.from_collection([{"v": 1}]).print()
+    with pytest.raises(SparkSetupError, match=r"already active and cannot move to local\[1\]"):
+        env.execute("other-master")
+    assert spark.range(3).count() == 3
+
+
+def test_an_embedded_session_is_started_and_stopped(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "from flintlock import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment(parallelism=2)\n"
+        "table = env.from_collection([{'v': i} for i in range(5)]).collect('embedded')\n"
+        "print('ROWS', sorted(table.column('v').to_pylist()))\n"
+        "print('ACTIVE AFTER', SparkSession.getActiveSession())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(job)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ROWS [0, 1, 2, 3, 4]" in done.stdout
+    assert "ACTIVE AFTER None" in done.stdout
