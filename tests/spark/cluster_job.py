@@ -7,13 +7,13 @@ not "local" to flintlock, so ``checkpoint_dir`` is required. Prints one ``RESULT
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from job_scripts import print_result, start_session
 
 from flintlock import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flintlock.core.job_graph import GraphError
@@ -39,17 +39,7 @@ class Total(KeyedProcessFunction):
 
 
 def main(base: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+    spark = start_session("local-cluster[2,1,1024]")
     no_dir = StreamExecutionEnvironment(parallelism=2, spark=spark)
     no_dir.from_collection([{"v": 1}]).print()
     try:
@@ -68,23 +58,20 @@ def main(base: str) -> None:
     result = env.execute("on-a-cluster")
     table = ds.dataset(f"{base}/out", format="parquet").to_table()
     spark.stop()
-    print(
-        "RESULT "
-        + json.dumps(
-            {
-                "missing_dir_error": missing_dir_error,
-                "totals": sorted(
-                    zip(table["user"].to_pylist(), table["total"].to_pylist(), strict=True)
-                ),
-                "worker_pids": sorted(set(table["pid"].to_pylist())),
-                "driver_pid": os.getpid(),
-                "final_states": {
-                    task: [c for c in calls if c[0] == "state"][-1][1]
-                    for task, calls in recorder.by_task.items()
-                },
-                "checkpoint": result.checkpoint_id,
-            }
-        )
+    print_result(
+        {
+            "missing_dir_error": missing_dir_error,
+            "totals": sorted(
+                zip(table["user"].to_pylist(), table["total"].to_pylist(), strict=True)
+            ),
+            "worker_pids": sorted(set(table["pid"].to_pylist())),
+            "driver_pid": os.getpid(),
+            "final_states": {
+                task: [c for c in calls if c[0] == "state"][-1][1]
+                for task, calls in recorder.by_task.items()
+            },
+            "checkpoint": result.checkpoint_id,
+        }
     )
 
 

@@ -6,13 +6,13 @@ process with the suite's ``local[2]`` session.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from job_scripts import print_result, start_session
 
 from flintlock.core.datastream import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
@@ -67,16 +67,7 @@ def run(spark: Any, base: str, name: str, sink: FileSink, upstream_fails: bool) 
 
 def main(base: str) -> None:
     os.environ["FLINTLOCK_TEST_MARKERS"] = base
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2,4]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+    spark = start_session("local[2,4]")
     results = {
         "sink_fails": run(
             spark, f"{base}/a", "sink-fails", FailsAfterFlush(f"{base}/a/out"), False
@@ -87,7 +78,7 @@ def main(base: str) -> None:
     }
     spark.stop()
     results["markers"] = sorted(n for n in os.listdir(base) if "died" in n)
-    print("RESULT " + json.dumps(results))
+    print_result(results)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from job_scripts import run_script
 
 SCRIPT = Path(__file__).with_name("cluster_job.py")
 
@@ -15,12 +13,7 @@ SCRIPT = Path(__file__).with_name("cluster_job.py")
 @pytest.fixture(scope="module")
 def on_cluster(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     base = tmp_path_factory.mktemp("cluster")
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(base)], capture_output=True, text=True, timeout=600
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
-    return json.loads(lines[-1].removeprefix("RESULT "))
+    return run_script(SCRIPT, base)
 
 
 def test_outside_local_mode_a_checkpoint_dir_is_required(on_cluster: dict) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from job_scripts import run_script
 
 SCRIPT = Path(__file__).with_name("retry_jobs.py")
 
@@ -15,12 +13,7 @@ SCRIPT = Path(__file__).with_name("retry_jobs.py")
 @pytest.fixture(scope="module")
 def retried(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[object]]]:
     base = tmp_path_factory.mktemp("retries")
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(base)], capture_output=True, text=True, timeout=600
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
-    return json.loads(lines[-1].removeprefix("RESULT "))
+    return run_script(SCRIPT, base)
 
 
 def test_sink_attempt_failing_after_its_staging_file_was_flushed(retried: dict) -> None:

@@ -1,0 +1,41 @@
+"""Spark jobs that need their own process (another master than the shared session's):
+the script side starts its session, the test side runs the script and reads its result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def start_session(master: str) -> Any:
+    """A quiet SparkSession on ``master`` for a job script (its process's only one)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .getOrCreate()
+    )
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """The script's last word: one ``RESULT`` line of JSON."""
+    print("RESULT " + json.dumps(result))
+
+
+def run_script(script: Path, base: Path) -> dict[str, Any]:
+    """Run ``script base`` in a new Python process; its RESULT, or fail with its output."""
+    done = subprocess.run(
+        [sys.executable, str(script), str(base)], capture_output=True, text=True, timeout=600
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
+    return json.loads(lines[-1].removeprefix("RESULT "))
