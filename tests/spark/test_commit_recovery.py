@@ -53,4 +53,8 @@ def test_failed_commit_then_restart_gives_every_row_exactly_once(
     assert not list((tmp_path / "out").glob("_staging-*/*"))
 
     third, _ = build(spark, tmp_path)
-    assert third.execute("halfway").checkpoint_id == 2  # a finished job starts a new run
+    stored = third.execute("halfway")  # finished: the stored result, nothing runs again
+    assert stored.already_finished and stored.checkpoint_id == 1
+    assert sorted(ds.dataset(str(tmp_path / "out")).to_table().column("v").to_pylist()) == list(
+        range(1000)
+    )
