@@ -127,7 +127,7 @@ class JobMaster:
                 checkpoint_id, plan.run_id, True, acknowledgements, plan.expected_subtasks()
             )
         except Exception as error:
-            self.folder.record_failed(run_id, error)
+            self._record_failed(run_id, error)
             raise
         return self._complete(checkpoint, started)
 
@@ -139,14 +139,21 @@ class JobMaster:
             self.coordinator.commit(checkpoint, self.sinks)
             self._abort_uncommitted(checkpoint.run_id, checkpoint.committables)
         except Exception as error:
-            self.folder.record_failed(checkpoint.run_id, error)
+            self._record_failed(checkpoint.run_id, error)
             raise
         result = self._result(checkpoint, started, resumed)
         self.folder.record_finished(
             checkpoint.run_id, checkpoint.checkpoint_id, self._result_document(result)
         )
-        self.storage.delete_dir(self.folder.run_dir(checkpoint.run_id))
         return result
+
+    def _record_failed(self, run_id: str, error: Exception) -> None:
+        """Record FAILED; if even that fails, say so on the error being raised."""
+        try:
+            self.folder.record_failed(run_id, error)
+        except Exception as recording:  # the job's own error matters more
+            if hasattr(error, "add_note"):
+                error.add_note(f"(the job's FAILED result could not be recorded: {recording})")
 
     def _epoch_frame(self, plan: ExecutionPlan) -> DataFrame:
         """The epoch as one DataFrame: source stage, exchanges, acknowledgement stage."""
