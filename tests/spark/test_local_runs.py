@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flintlock import StreamExecutionEnvironment
+from flintlock import FlintlockError, StreamExecutionEnvironment
 
 
 def fail_on_seven(row: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def test_a_temporary_checkpoint_dir_is_removed_after_success(spark: Any, temp_ro
 def test_a_temporary_checkpoint_dir_is_removed_after_failure(spark: Any, temp_root: Path) -> None:
     env = StreamExecutionEnvironment(parallelism=2, spark=spark)
     env.from_collection([{"v": i} for i in range(10)]).map(fail_on_seven).print()
-    with pytest.raises(Exception, match="seven"):
+    with pytest.raises(FlintlockError, match="seven"):
         env.execute("fails")
     assert leftovers(temp_root) == []
 
