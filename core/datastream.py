@@ -18,6 +18,7 @@ from flintlock.core.functions import (
     CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedProcessFunction,
     MapFunction,
     ProcessFunction,
     SinkFunction,
@@ -376,6 +377,11 @@ class DataStream:
         schema = self._output_schema("process", name, function, output_schema)
         self._check_event_time("process", name)
         key, stamp = self.key_selector, self.timestamp_column
+        if key is None and isinstance(function, KeyedProcessFunction):
+            raise GraphError(
+                f"process({name or ''}) after {self._follows()}: {type(function).__name__} is "
+                f"a KeyedProcessFunction, which needs a keyed stream: call key_by(...) first"
+            )
         if key is not None:
             keyed = self.env.operator("keyed_process")
             return self._then(

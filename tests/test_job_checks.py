@@ -161,6 +161,13 @@ def test_key_by_takes_columns_lists_and_selectors() -> None:
         env().from_collection([{"u": "a"}]).key_by(ByUser())
 
 
+def test_a_keyed_process_function_needs_a_keyed_stream() -> None:
+    stream = env().from_collection(ROWS)
+    with pytest.raises(GraphError, match=r"CountPerKey is a KeyedProcessFunction.*key_by"):
+        stream.process(CountPerKey(), name="count")
+    assert stream.key_by("user").process(CountPerKey()).schema is None
+
+
 # ---- multi-column keys and key selectors, routing and state ----
 
 
