@@ -506,7 +506,8 @@ class DataStream:
 
     def collect(self, job_name: str = "collect") -> pa.Table:
         """Run the program and return this stream's rows (exactly once, via a 2PC sink)."""
-        sink = self.env.registry.get("sink", "collect")(name=self.env._unique("collect"))
+        collect_sink = self.env.registry.get("sink", "collect")
+        sink = collect_sink(name=self.env._unique("collect"), schema=self.schema)
         self.sink_to(sink, name=sink.name)
         result = self.env.execute(job_name)
         return result.collected.get(sink.name, pa.table({}))

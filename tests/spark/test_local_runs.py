@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from flintlock import FlintlockError, StreamExecutionEnvironment
@@ -49,3 +50,13 @@ def test_a_temporary_checkpoint_dir_is_kept_when_asked(spark: Any, temp_root: Pa
     env.from_collection([{"v": 1}]).collect(job_name="kept")
     [kept] = leftovers(temp_root)
     assert (kept / "kept" / "_result.json").exists()
+
+
+def test_a_collect_of_no_rows_keeps_the_streams_schema(spark: Any) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    rows = [{"v": 1, "name": "a"}, {"v": 2, "name": "b"}]
+    table = (
+        env.from_collection(rows).filter_batch(lambda b: pa.array([False] * b.num_rows)).collect()
+    )
+    assert table.num_rows == 0
+    assert table.schema == pa.schema([("v", pa.int64()), ("name", pa.string())])
