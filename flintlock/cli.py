@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
+from collections.abc import Iterator
+from importlib import metadata
 
 from flintlock.core.errors import FlintlockError
 from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
@@ -14,6 +17,28 @@ from flintlock.core.spark_session import SparkSetupError
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
+NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
+
+DESCRIPTION = "Run a flintlock job file on Spark, or list the installed plugins."
+RUN_DESCRIPTION = """\
+Run a Python job file as __main__. The StreamExecutionEnvironments it creates default
+to the options given here; with no Spark session active and no --master, an embedded
+local Spark starts by itself.
+
+Arguments after the job file are the job's own (its sys.argv[1:]); put them after '--'
+when they start with '-':
+  flintlock run job.py 2024-01-01 --parallelism 8
+  flintlock run job.py --master spark://host:7077 -- --input data/ --verbose"""
+
+
+def flintlock_version(distribution: str = "flintlock") -> str:
+    """The installed distribution's version; flintlock.__version__ when run from a checkout."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        from flintlock import __version__
+
+        return __version__
 
 
 def list_plugins() -> int:
@@ -28,18 +53,49 @@ def list_plugins() -> int:
     return 0
 
 
-def run_job(path: str, parallelism: int | None, master: str | None) -> int:
-    """Run ``path`` as ``__main__``; environments it creates default to these settings."""
+@contextlib.contextmanager
+def job_process_settings(argv: list[str], environment: dict[str, str]) -> Iterator[None]:
+    """Give the job its sys.argv and environment variables; restore both afterwards."""
+    saved_argv = sys.argv
+    saved_environment = {name: os.environ.get(name) for name in environment}
+    sys.argv = argv
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        for name, value in saved_environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_job(
+    path: str,
+    parallelism: int | None = None,
+    master: str | None = None,
+    job_args: list[str] | None = None,
+    new_run: bool = False,
+) -> int:
+    """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
+
+    Environments it creates default to ``parallelism`` and ``master``; ``new_run`` makes
+    ``execute()`` run the job again even if a finished run of it is recorded.
+    """
     if not os.path.isfile(path):
         print(f"flintlock: error: no job file at {path}", file=sys.stderr)
         return 2
+    environment = {}
     if parallelism is not None:
-        os.environ[PARALLELISM_ENV] = str(parallelism)
+        environment[PARALLELISM_ENV] = str(parallelism)
     if master is not None:
-        os.environ[MASTER_ENV] = master
-    sys.argv = [path]
+        environment[MASTER_ENV] = master
+    if new_run:
+        environment[NEW_RUN_ENV] = "1"
     try:
-        runpy.run_path(path, run_name="__main__")
+        with job_process_settings([path, *(job_args or [])], environment):
+            runpy.run_path(path, run_name="__main__")
     except SparkSetupError as error:
         print(f"flintlock: error: {error}", file=sys.stderr)
         return 2
@@ -49,19 +105,57 @@ def run_job(path: str, parallelism: int | None, master: str | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``flintlock`` console script."""
-    parser = argparse.ArgumentParser(prog="flintlock", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a job file (embedded local Spark by default)")
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``flintlock [--version] {run,plugins} ...``."""
+    parser = argparse.ArgumentParser(prog="flintlock", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"flintlock {flintlock_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="run a job file (embedded local Spark by default)",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("job", help="a Python file that builds and executes a flintlock job")
+    run.add_argument("job_args", nargs="*", metavar="ARG", help="passed to the job as sys.argv[1:]")
     run.add_argument("--parallelism", type=int, help="default parallelism of the job")
     run.add_argument("--master", help="Spark master URL, e.g. local[4] or spark://host:7077")
-    commands.add_parser("plugins", help="list installed task types, backends, operators, sinks")
-    args = parser.parse_args(argv)
+    run.add_argument(
+        "--new-run",
+        action="store_true",
+        help="run the job again even if a finished run of it is recorded in its "
+        "checkpoint directory",
+    )
+    commands.add_parser(
+        "plugins",
+        help="list installed task types, state backends, operators and sinks",
+        description="List every installed task type, state backend, operator and sink "
+        "with the distribution that provides it.",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``flintlock`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passed_through: list[str] = []
+    if "--" in argv:  # everything after it belongs to the job, verbatim
+        cut = argv.index("--")
+        argv, passed_through = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
     if args.command == "plugins":
+        if unknown or passed_through:
+            parser.error(f"plugins takes no arguments: {' '.join(unknown + passed_through)}")
         return list_plugins()
-    return run_job(args.job, args.parallelism, args.master)
+    options = [arg for arg in unknown if arg.startswith("-")]
+    if options:
+        parser.error(
+            f"unrecognized arguments: {' '.join(options)} (a job's own arguments that start "
+            f"with '-' go after '--': flintlock run {args.job} -- {' '.join(options)})"
+        )
+    job_args = [*args.job_args, *unknown, *passed_through]
+    return run_job(args.job, args.parallelism, args.master, job_args, args.new_run)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,29 @@
-"""The flintlock command: plugins listing, and one-line errors instead of Py4J tracebacks."""
+"""The flintlock command: plugins listing, version, job arguments, plain help, and one-line
+errors instead of Py4J tracebacks."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from flintlock.cli import main
+import flintlock
+from flintlock.cli import flintlock_version, main
+
+# A job that starts no Spark: it records the argv and settings `flintlock run` gave it.
+RECORDING_JOB = """\
+import json, os, sys
+from pathlib import Path
+names = ("FLINTLOCK_PARALLELISM", "FLINTLOCK_MASTER", "FLINTLOCK_NEW_RUN")
+Path(__file__).with_suffix(".json").write_text(
+    json.dumps({"argv": sys.argv, "env": {n: os.environ.get(n) for n in names}})
+)
+"""
 
 
 def test_plugins_lists_every_kind_with_its_distribution(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,3 +90,97 @@ def test_run_with_a_worker_python_without_pyarrow_says_so_in_one_line(tmp_path: 
 def test_run_of_a_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "no/such/job.py"]) == 2
     assert capsys.readouterr().err == "flintlock: error: no job file at no/such/job.py\n"
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"flintlock {metadata.version('flintlock')}\n"
+
+
+def test_version_without_installed_metadata_is_the_package_version() -> None:
+    assert flintlock_version("flintlock-no-such-distribution") == flintlock.__version__
+
+
+def run_recording_job(tmp_path: Path, *args: str) -> dict[str, object]:
+    job = tmp_path / "job.py"
+    job.write_text(RECORDING_JOB)
+    assert main(["run", str(job), *args]) == 0
+    return json.loads(job.with_suffix(".json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "job_args", "parallelism"),
+    [
+        ((), [], None),
+        (("--", "a", "--flag"), ["a", "--flag"], None),
+        (("a", "b"), ["a", "b"], None),
+        (("a", "--parallelism", "3", "b", "--", "-x", "--", "y"), ["a", "b", "-x", "--", "y"], "3"),
+        (("--", "--parallelism", "3"), ["--parallelism", "3"], None),  # the job's own option
+    ],
+)
+def test_run_passes_the_job_its_arguments(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    job_args: list[str],
+    parallelism: str | None,
+) -> None:
+    monkeypatch.delenv("FLINTLOCK_PARALLELISM", raising=False)
+    argv_before = list(sys.argv)
+    seen = run_recording_job(tmp_path, *args)
+    assert seen["argv"] == [str(tmp_path / "job.py"), *job_args]
+    assert seen["env"] == {
+        "FLINTLOCK_PARALLELISM": parallelism,
+        "FLINTLOCK_MASTER": None,
+        "FLINTLOCK_NEW_RUN": None,
+    }
+    assert sys.argv == argv_before and "FLINTLOCK_PARALLELISM" not in os.environ
+
+
+def test_run_new_run_and_master_reach_the_job_as_environment_then_are_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FLINTLOCK_NEW_RUN", raising=False)
+    monkeypatch.setenv("FLINTLOCK_MASTER", "local[1]")
+    seen = run_recording_job(tmp_path, "--new-run", "--master", "local[3]", "--", "x")
+    assert seen["argv"] == [str(tmp_path / "job.py"), "x"]
+    assert seen["env"]["FLINTLOCK_NEW_RUN"] == "1"
+    assert seen["env"]["FLINTLOCK_MASTER"] == "local[3]"
+    assert "FLINTLOCK_NEW_RUN" not in os.environ  # a later job in this process: no new run
+    assert os.environ["FLINTLOCK_MASTER"] == "local[1]"
+
+
+def test_an_unknown_option_before_the_separator_says_where_job_options_go(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(RECORDING_JOB)
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(job), "--input", "data/"])
+    assert done.value.code == 2
+    assert f"go after '--': flintlock run {job} -- --input" in capsys.readouterr().err
+    assert not job.with_suffix(".json").exists()  # the job did not run
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["plugins"]])
+def test_help_is_plain_text(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: flintlock {' '.join(command)}".rstrip())
+    for markup in ("``", ":param", ":class:", ".. "):
+        assert markup not in out
+
+
+def test_run_help_documents_new_run_and_job_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--new-run run the job again even if a finished run of it is recorded in its "
+        "checkpoint directory" in words
+    )
+    assert "flintlock run job.py --master spark://host:7077 -- --input data/ --verbose" in words
