@@ -3,26 +3,21 @@ acknowledged it, writes its metadata atomically, then has the sinks commit."""
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
-from flintlock.core.errors import FlintlockError
+from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
+from flintlock.core.job_folder import JobFolder
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
 
 METADATA = "_metadata.json"
 COMMITTED = "_committed.json"
+CHECKPOINT_FOLDER = re.compile(r"chk-(\d+)")
 
-
-class CheckpointError(FlintlockError):
-    """A checkpoint cannot complete (a subtask's acknowledgement is missing or twice)."""
-
-
-class CommitError(FlintlockError):
-    """A sink's commit failed; the job is not finished until it succeeds."""
+__all__ = ["CheckpointCoordinator", "CheckpointError", "CommitError", "CompletedCheckpoint"]
 
 
 @dataclass
@@ -40,10 +35,11 @@ class CompletedCheckpoint:
 class CheckpointCoordinator:
     """Completes and commits the checkpoints of one job (checkpoint dir, job name)."""
 
-    def __init__(self, storage: CheckpointStorage, job_name: str) -> None:
-        self.storage = storage
-        self.job_name = job_name
-        self.directory = f"{storage.base_path}/{safe_name(job_name)}/checkpoints"
+    def __init__(self, folder: JobFolder) -> None:
+        self.folder = folder
+        self.storage = folder.storage
+        self.job_name = folder.job_name
+        self.directory = folder.checkpoints
 
     def complete(
         self,
@@ -73,28 +69,39 @@ class CheckpointCoordinator:
             for sink, items in ack["committables"].items():
                 committables.setdefault(sink, []).extend(items)
         checkpoint = CompletedCheckpoint(checkpoint_id, run_id, final, ordered, committables)
-        folder = f"{self.directory}/chk-{checkpoint_id}"
+        path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
         document = {
             "job_name": self.job_name,
+            "job_id": self.folder.job_id,
             "checkpoint_id": checkpoint_id,
             "run_id": run_id,
             "final": final,
             "acknowledgements": ordered,
             "committables": committables,
         }
-        self.storage.write_json(f"{folder}/{METADATA}.inprogress", document)
-        self.storage.filesystem.move(f"{folder}/{METADATA}.inprogress", f"{folder}/{METADATA}")
+        try:
+            self.storage.write_json_atomically(path, document)
+        except OSError as error:
+            kind = "final checkpoint" if final else "checkpoint"
+            raise CheckpointError(
+                f"job '{self.job_name}': the {kind} {checkpoint_id} cannot be written to "
+                f"{path}: {error}"
+            ) from error
         return checkpoint
 
     def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
         """Commit each sink's committables of ``checkpoint``, then post_commit; idempotent."""
-        context = CommitContext(
-            self.job_name, checkpoint.run_id, checkpoint.checkpoint_id, self.storage
-        )
+        context = self.commit_context(checkpoint.run_id, checkpoint.checkpoint_id)
         for name, sink in sorted(sinks.items()):
+            committables = checkpoint.committables.get(name, [])
             try:
-                sink.commit(context, checkpoint.committables.get(name, []))
-                sink.post_commit(context)
+                sink.commit(context, committables)
+                sink.post_commit(context, committables)
+            except CommittableError as error:
+                raise CommittableError(
+                    f"sink '{name}' cannot commit checkpoint {checkpoint.checkpoint_id} of job "
+                    f"'{self.job_name}': {error}"
+                ) from error
             except Exception as error:
                 raise CommitError(
                     f"sink '{name}' failed to commit checkpoint {checkpoint.checkpoint_id} of "
@@ -102,38 +109,61 @@ class CheckpointCoordinator:
                     f"again on the same checkpoint directory to complete the commit"
                 ) from error
         path = f"{self.directory}/chk-{checkpoint.checkpoint_id}/{COMMITTED}"
-        self.storage.write_json(path, {"checkpoint_id": checkpoint.checkpoint_id})
+        self.storage.write_json_atomically(path, {"checkpoint_id": checkpoint.checkpoint_id})
         checkpoint.committed = True
 
-    def latest(self) -> CompletedCheckpoint | None:
-        """The completed checkpoint with the highest id, if any."""
-        selector = pafs.FileSelector(self.directory, allow_not_found=True)
-        ids = sorted(
-            int(info.base_name.removeprefix("chk-"))
-            for info in self.storage.filesystem.get_file_info(selector)
-            if info.type == pafs.FileType.Directory and info.base_name.startswith("chk-")
+    def commit_context(self, run_id: str, checkpoint_id: int) -> CommitContext:
+        """What a sink's committer (or its output check) is told about the job."""
+        return CommitContext(
+            self.job_name, run_id, checkpoint_id, self.storage, job_id=self.folder.job_id
         )
-        for checkpoint_id in reversed(ids):
+
+    def latest(self) -> CompletedCheckpoint | None:
+        """The completed checkpoint with the highest id, if any.
+
+        Anything in the checkpoints folder that is not a ``chk-<id>`` folder, and metadata
+        that is damaged or of another job, is a CheckpointError naming the file: a
+        checkpoint is never skipped silently (an older one would re-run committed data)."""
+        selector = pafs.FileSelector(self.directory, allow_not_found=True)
+        ids = []
+        for info in self.storage.filesystem.get_file_info(selector):
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is None or info.type != pafs.FileType.Directory:
+                raise CheckpointError(
+                    f"{info.path} does not belong in the checkpoints folder of job "
+                    f"'{self.job_name}' (only chk-<id> folders do): move it elsewhere"
+                )
+            ids.append(int(match.group(1)))
+        for checkpoint_id in sorted(ids, reverse=True):
             folder = f"{self.directory}/chk-{checkpoint_id}"
-            info = self.storage.filesystem.get_file_info(f"{folder}/{METADATA}")
-            if info.type != pafs.FileType.File:
-                continue
-            document = self.storage.read_json(f"{folder}/{METADATA}")
-            committed = (
-                self.storage.filesystem.get_file_info(f"{folder}/{COMMITTED}").type
-                == pafs.FileType.File
-            )
-            return CompletedCheckpoint(
-                document["checkpoint_id"],
-                document["run_id"],
-                document["final"],
-                document["acknowledgements"],
-                document["committables"],
-                committed,
-            )
+            if not self.storage.exists(f"{folder}/{METADATA}"):
+                continue  # never completed: the run stopped before its metadata was written
+            return self._read(checkpoint_id, folder)
         return None
 
-    def all_committables(self) -> dict[str, list[Any]]:
-        """Committables of every completed checkpoint (kept when aborting leftovers)."""
-        latest = self.latest()
-        return {} if latest is None else json.loads(json.dumps(latest.committables))
+    def _read(self, checkpoint_id: int, folder: str) -> CompletedCheckpoint:
+        path = f"{folder}/{METADATA}"
+        document = self.storage.read_json(path)
+        try:
+            if document["job_name"] != self.job_name or document["job_id"] != self.folder.job_id:
+                raise CheckpointError(
+                    f"the checkpoint {path} belongs to job {document['job_name']!r} (id "
+                    f"{document['job_id']}), not to {self.job_name!r} (id {self.folder.job_id})"
+                )
+            if document["checkpoint_id"] != checkpoint_id:
+                raise ValueError(
+                    f"checkpoint_id {document['checkpoint_id']} in folder chk-{checkpoint_id}"
+                )
+            checkpoint = CompletedCheckpoint(
+                checkpoint_id,
+                str(document["run_id"]),
+                bool(document["final"]),
+                list(document["acknowledgements"]),
+                dict(document["committables"]),
+                self.storage.exists(f"{folder}/{COMMITTED}"),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(
+                f"the checkpoint metadata {path} is damaged: {error!r}"
+            ) from error
+        return checkpoint

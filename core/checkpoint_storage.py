@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import json
-import re
+import uuid
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from flintlock.core.job_errors import CheckpointError
 from flintlock.core.task_info import TaskInfo
 
 
 def safe_name(name: str) -> str:
-    """A file-name-safe form of an operator or vertex name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "_"
+    """An injective, file-name-safe form of a job, vertex, operator or state name.
+
+    Percent-encoding keeps ``A-Z a-z 0-9 _ . - ~`` and encodes every other byte (``%`` too),
+    so two different names never share a file name: ``'a b'``, ``'a/b'`` and ``'a_b'`` become
+    ``a%20b``, ``a%2Fb`` and ``a_b``. A leading dot is encoded (no ``.``, ``..`` or hidden
+    files); the empty name becomes ``%``, which no other name produces.
+    """
+    if not name:
+        return "%"
+    encoded = quote(name, safe="")
+    return "%2E" + encoded[1:] if encoded.startswith(".") else encoded
 
 
 class CheckpointStorage:
@@ -30,10 +41,18 @@ class CheckpointStorage:
         filesystem, path = pafs.FileSystem.from_uri(uri)
         return cls(filesystem, path)
 
+    def job_dir(self, job_name: str) -> str:
+        """The folder of job ``job_name``: its identity, result, checkpoints and runs."""
+        return f"{self.base_path}/{safe_name(job_name)}"
+
+    def run_dir(self, job_name: str, run_id: str) -> str:
+        """The folder of one run of a job: its subtasks' snapshots and scratch files."""
+        return f"{self.job_dir(job_name)}/{run_id}"
+
     def task_snapshot_dir(self, task: TaskInfo, checkpoint_id: int) -> str:
         """A directory unique to one attempt of one subtask's snapshot of a checkpoint."""
         return (
-            f"{self.base_path}/{safe_name(task.job_name)}/{task.run_id}/chk-{checkpoint_id}/"
+            f"{self.run_dir(task.job_name, task.run_id)}/chk-{checkpoint_id}/"
             f"{safe_name(task.task_name)}/{task.subtask_index}-{task.attempt_id}"
         )
 
@@ -46,9 +65,14 @@ class CheckpointStorage:
             return sink.tell()
 
     def read_table(self, path: str) -> pa.Table:
-        """Read an Arrow IPC file written by ``write_table``."""
-        with self.filesystem.open_input_file(path) as source:
-            return pa.ipc.open_file(source).read_all()
+        """Read an Arrow IPC file written by ``write_table``; a damaged file names itself."""
+        try:
+            with self.filesystem.open_input_file(path) as source:
+                return pa.ipc.open_file(source).read_all()
+        except FileNotFoundError as error:
+            raise CheckpointError(f"the Arrow file {path} is missing") from error
+        except (pa.ArrowInvalid, OSError) as error:
+            raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
 
     def write_json(self, path: str, document: Any) -> int:
         """Write a JSON document; returns its size in bytes."""
@@ -58,10 +82,38 @@ class CheckpointStorage:
             sink.write(data)
         return len(data)
 
+    def write_json_atomically(self, path: str, document: Any) -> int:
+        """Write a JSON document so that readers see the old one or the whole new one.
+
+        Written to a unique temporary name beside ``path``, then renamed over it (atomic on
+        local and HDFS file systems; on object stores a copy that readers see whole)."""
+        temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+        size = self.write_json(temporary, document)
+        self.filesystem.move(temporary, path)
+        return size
+
     def read_json(self, path: str) -> Any:
-        """Read a JSON document written by ``write_json``."""
-        with self.filesystem.open_input_stream(path) as source:
-            return json.loads(source.read())
+        """Read a JSON document written by ``write_json``; a damaged one names its file."""
+        try:
+            with self.filesystem.open_input_stream(path) as source:
+                data = source.read()
+        except FileNotFoundError as error:
+            raise CheckpointError(f"the file {path} is missing") from error
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise CheckpointError(
+                f"the file {path} is not valid JSON (truncated or damaged: {error})"
+            ) from error
+
+    def exists(self, path: str) -> bool:
+        """True if a file is at ``path``."""
+        return self.filesystem.get_file_info(path).type == pafs.FileType.File
+
+    def delete_dir(self, path: str) -> None:
+        """Remove a folder and everything in it, if it exists."""
+        if self.filesystem.get_file_info(path).type == pafs.FileType.Directory:
+            self.filesystem.delete_dir(path)
 
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]

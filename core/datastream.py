@@ -7,6 +7,7 @@ Every operator is built from the operator registered under its name (``map``,
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.functions import CoProcessFunction, ProcessFunction, SinkFunction
+from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.core.operator import StreamOperator
@@ -29,6 +31,9 @@ from flintlock.core.watermarks import WatermarkStrategy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
+"""Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
 
 Feed = list[tuple[Transformation, Partitioner | None]]
 
@@ -49,6 +54,7 @@ class StreamExecutionEnvironment:
         state_backend: str = "hashmap",
         plugins: Iterable[object] = (),
         master: str | None = None,
+        keep_temporary_checkpoints: bool = False,
     ) -> None:
         from_env = os.environ.get("FLINTLOCK_PARALLELISM")  # set by `flintlock run`
         self.parallelism = parallelism or (int(from_env) if from_env else os.cpu_count() or 2)
@@ -57,6 +63,7 @@ class StreamExecutionEnvironment:
         self.spark = spark
         self.master = master or os.environ.get("FLINTLOCK_MASTER")
         self.checkpoint_dir = checkpoint_dir
+        self.keep_temporary_checkpoints = keep_temporary_checkpoints
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend
         self.plugins = list(plugins)
@@ -117,11 +124,24 @@ class StreamExecutionEnvironment:
 
     # ---- running ----
 
-    def execute(self, job_name: str = "job") -> JobExecutionResult:
-        """Run the program as a bounded job: one epoch, final checkpoint, commits."""
+    def execute(self, job_name: str = "job", new_run: bool | None = None) -> JobExecutionResult:
+        """Run the program as a bounded job: one epoch, final checkpoint, commits.
+
+        A job is (checkpoint dir, job name). If a run of it FINISHED before, its stored
+        result is returned and nothing runs; if its final checkpoint completed but the
+        commit did not, the commit is completed. ``new_run=True`` (``flintlock run
+        --new-run``, or FLINTLOCK_NEW_RUN=1) runs the job again anyway; its sinks' output
+        modes decide what it may do to their existing output. With no ``checkpoint_dir``
+        (local mode only) a temporary one is used and removed after the job, unless
+        ``keep_temporary_checkpoints`` is set.
+        """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
+        check_job_name(job_name)
+        if new_run is None:
+            new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
         spark, owned = active_or_local_session(self.spark, self.master)
+        temporary = None
         try:
             checkpoint_dir = self.checkpoint_dir
             if checkpoint_dir is None:
@@ -131,7 +151,7 @@ class StreamExecutionEnvironment:
                         f"Spark master {master or '(unknown)'} is not local mode: give "
                         f"checkpoint_dir, storage that the driver and every executor share"
                     )
-                checkpoint_dir = tempfile.mkdtemp(prefix="flintlock-checkpoints-")
+                checkpoint_dir = temporary = tempfile.mkdtemp(prefix="flintlock-checkpoints-")
             config = JobConfig(
                 job_name,
                 checkpoint_dir,
@@ -139,8 +159,10 @@ class StreamExecutionEnvironment:
                 self.state_backend,
                 self.plugins,
             )
-            return JobMaster(spark, self.transformations, config).execute()
+            return JobMaster(spark, self.transformations, config).execute(new_run=new_run)
         finally:
+            if temporary is not None and not self.keep_temporary_checkpoints:
+                shutil.rmtree(temporary, ignore_errors=True)
             if owned:
                 spark.stop()
 

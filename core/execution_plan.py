@@ -27,6 +27,7 @@ class ExecutionPlan:
     state_backend: str
     graph: JobGraph
     plugins: list[Any] = field(default_factory=list)
+    job_id: str = ""
     restores: dict[tuple[int, int], TaskRestore] = field(default_factory=dict)
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
 

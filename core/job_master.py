@@ -17,6 +17,7 @@ from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, Complet
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.job_folder import JobFolder, JobRecord
 from flintlock.core.job_graph import Transformation, build_job_graph
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.sink_api import TwoPhaseCommitSink
@@ -37,12 +38,16 @@ class JobExecutionResult:
     checkpoint_id: int
     duration_seconds: float
     records_out: dict[str, int] = field(default_factory=dict)
-    """Records each vertex emitted, summed over its subtasks."""
+    """Records each vertex emitted (for a sink vertex: the records its sinks received),
+    summed over its subtasks."""
     vertex_seconds: dict[str, float] = field(default_factory=dict)
     """Each vertex's slowest subtask, from invoke to its snapshot."""
     collected: dict[str, pa.Table] = field(default_factory=dict)
     resumed: bool = False
-    """True if this start only completed the pending commit of an earlier run."""
+    """True if this start ran nothing new: it completed the pending commit of an earlier
+    run, or returned the stored result of a finished one (``already_finished``)."""
+    already_finished: bool = False
+    """True if the job had finished before: its stored result was returned, nothing ran."""
 
 
 @dataclass
@@ -57,7 +62,11 @@ class JobConfig:
 
 
 class JobMaster:
-    """Runs a bounded job as one epoch that ends in the final checkpoint."""
+    """Runs a bounded job as one epoch that ends in the final checkpoint.
+
+    A start first reads the job's folder: a FINISHED run's stored result is returned as
+    it is; a completed final checkpoint whose commit is pending is committed; otherwise
+    (or when ``new_run`` is asked for) the job runs anew."""
 
     def __init__(
         self, spark: SparkSession, transformations: list[Transformation], config: JobConfig
@@ -66,23 +75,41 @@ class JobMaster:
         self.transformations = transformations
         self.config = config
         self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
-        self.coordinator = CheckpointCoordinator(self.storage, config.job_name)
+        self.folder = JobFolder(self.storage, config.job_name)
+        self.coordinator = CheckpointCoordinator(self.folder)
         self.sinks: dict[str, TwoPhaseCommitSink] = {
             t.name: t.sink for t in transformations if t.sink is not None
         }
 
-    def execute(self) -> JobExecutionResult:
-        """Complete a pending commit of an earlier run, or run the job anew."""
+    def execute(self, new_run: bool = False) -> JobExecutionResult:
+        """Return a finished run's result, complete a pending commit, or run the job anew."""
         started = time.perf_counter()
+        self.folder.open()
+        record = self.folder.read_record()
         latest = self.coordinator.latest()
-        if latest is not None and latest.final and not latest.committed:
-            self.coordinator.commit(latest, self.sinks)
-            return self._result(latest, started, resumed=True)
+        if not new_run:
+            if record is not None and record.status == "FINISHED":
+                return self._stored_result(record, started)
+            if (
+                latest is not None
+                and latest.final
+                and (record is None or record.run_id == latest.run_id)
+            ):
+                return self._complete(latest, started, resumed=True)
+        return self._run(latest, started)
+
+    def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
+        """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
         checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
-        self._abort_uncommitted()
+        run_id = uuid.uuid4().hex[:12]
+        for sink in self.sinks.values():  # refuse before anything is recorded or written
+            sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
+        self.folder.record_running(run_id)
+        pending = latest is not None and not latest.final and not latest.committed
+        self._abort_uncommitted(run_id, latest.committables if pending and latest else {})
         plan = ExecutionPlan(
             job_name=self.config.job_name,
-            run_id=uuid.uuid4().hex[:12],
+            run_id=run_id,
             epoch=checkpoint_id,
             barrier=CheckpointBarrier(checkpoint_id, final=True),
             checkpoint_uri=self.config.checkpoint_uri,
@@ -90,15 +117,43 @@ class JobMaster:
             state_backend=self.config.state_backend,
             graph=build_job_graph(self.transformations),
             plugins=self.config.plugins,
+            job_id=self.folder.job_id,
         )
-        with adaptive_execution_off(self.spark):
-            messages = self._epoch_frame(plan).toArrow()
-        acknowledgements = self._read_messages(messages)
-        checkpoint = self.coordinator.complete(
-            checkpoint_id, plan.run_id, True, acknowledgements, plan.expected_subtasks()
+        try:
+            with adaptive_execution_off(self.spark):
+                messages = self._epoch_frame(plan).toArrow()
+            acknowledgements = self._read_messages(messages)
+            checkpoint = self.coordinator.complete(
+                checkpoint_id, plan.run_id, True, acknowledgements, plan.expected_subtasks()
+            )
+        except Exception as error:
+            self._record_failed(run_id, error)
+            raise
+        return self._complete(checkpoint, started)
+
+    def _complete(
+        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
+    ) -> JobExecutionResult:
+        """Commit the final checkpoint (idempotent), clean up, store the job's result."""
+        try:
+            self.coordinator.commit(checkpoint, self.sinks)
+            self._abort_uncommitted(checkpoint.run_id, checkpoint.committables)
+        except Exception as error:
+            self._record_failed(checkpoint.run_id, error)
+            raise
+        result = self._result(checkpoint, started, resumed)
+        self.folder.record_finished(
+            checkpoint.run_id, checkpoint.checkpoint_id, self._result_document(result)
         )
-        self.coordinator.commit(checkpoint, self.sinks)
-        return self._result(checkpoint, started)
+        return result
+
+    def _record_failed(self, run_id: str, error: Exception) -> None:
+        """Record FAILED; if even that fails, say so on the error being raised."""
+        try:
+            self.folder.record_failed(run_id, error)
+        except Exception as recording:  # the job's own error matters more
+            if hasattr(error, "add_note"):
+                error.add_note(f"(the job's FAILED result could not be recorded: {recording})")
 
     def _epoch_frame(self, plan: ExecutionPlan) -> DataFrame:
         """The epoch as one DataFrame: source stage, exchanges, acknowledgement stage."""
@@ -131,10 +186,11 @@ class JobMaster:
                 plugin.merge_report(document["task"], document["data"])
         return acknowledgements
 
-    def _abort_uncommitted(self) -> None:
-        keep = self.coordinator.all_committables()
+    def _abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
+        """Have every sink drop what this job left that ``keep`` does not reference."""
+        context = self.coordinator.commit_context(run_id, 0)
         for name, sink in self.sinks.items():
-            sink.abort_uncommitted(self.storage, self.config.job_name, keep.get(name, []))
+            sink.abort_uncommitted(context, keep.get(name, []))
 
     def _result(
         self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
@@ -159,6 +215,40 @@ class JobMaster:
             vertex_seconds=seconds,
             collected=collected,
             resumed=resumed,
+        )
+
+    def _result_document(self, result: JobExecutionResult) -> dict[str, Any]:
+        """The part of a result the job result store keeps (tables by their files)."""
+        return {
+            "records_out": result.records_out,
+            "vertex_seconds": result.vertex_seconds,
+            "duration_seconds": result.duration_seconds,
+            "collected": {
+                name: sink.result_path
+                for name, sink in self.sinks.items()
+                if getattr(sink, "result_path", None) is not None
+            },
+        }
+
+    def _stored_result(self, record: JobRecord, started: float) -> JobExecutionResult:
+        """The result a FINISHED run stored; collected tables are read back from its files."""
+        stored = record.result
+        collected = {}
+        for name, path in stored.get("collected", {}).items():
+            collected[name] = self.storage.read_table(path)
+            sink = self.sinks.get(name)
+            if sink is not None and hasattr(sink, "result"):
+                sink.result = collected[name]  # type: ignore[attr-defined]
+        return JobExecutionResult(
+            job_name=self.config.job_name,
+            run_id=record.run_id,
+            checkpoint_id=record.checkpoint_id or 0,
+            duration_seconds=time.perf_counter() - started,
+            records_out=dict(stored.get("records_out", {})),
+            vertex_seconds=dict(stored.get("vertex_seconds", {})),
+            collected=collected,
+            resumed=True,
+            already_finished=True,
         )
 
 

@@ -12,6 +12,9 @@ import pyarrow as pa
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.task_info import TaskInfo
 
+OUTPUT_MODES = ("error", "append", "overwrite")
+"""What a new run may do to output that already holds data (as Spark's save modes)."""
+
 
 @dataclass(frozen=True)
 class SinkWriterContext:
@@ -23,12 +26,21 @@ class SinkWriterContext:
 
 @dataclass(frozen=True)
 class CommitContext:
-    """Where a sink's committer runs: on the driver, for one completed checkpoint."""
+    """Where a sink's committer runs: on the driver, for one checkpoint of one job run.
+
+    ``job_id`` is made at the job's first start and stays for every run of the job
+    (checkpoint directory, job name); ``run_id`` is new for every run."""
 
     job_name: str
     run_id: str
     checkpoint_id: int
     storage: CheckpointStorage
+    job_id: str = ""
+
+    @property
+    def job_dir(self) -> str:
+        """The job's folder in checkpoint storage (sinks may keep their results there)."""
+        return self.storage.job_dir(self.job_name)
 
 
 class TwoPhaseCommitSink(ABC):
@@ -36,9 +48,10 @@ class TwoPhaseCommitSink(ABC):
 
     Writer side (in tasks): ``begin_transaction``, ``write``, ``finish`` (flush the last
     data), ``pre_commit`` -> JSON committables, ``abort``. Committer side (on the driver):
-    ``commit`` — idempotent, called once per completed checkpoint with every subtask's
-    committables, in checkpoint order — then ``post_commit``; ``abort_uncommitted`` at
-    every job start cleans what failed or killed attempts left behind.
+    ``prepare_output`` before a new run, ``commit`` — idempotent, called once per
+    completed checkpoint with every subtask's committables, in checkpoint order — then
+    ``post_commit``; ``abort_uncommitted`` at every job start cleans what failed or
+    killed attempts left behind.
     """
 
     name = "2pc-sink"
@@ -58,20 +71,33 @@ class TwoPhaseCommitSink(ABC):
 
     @abstractmethod
     def pre_commit(self, transaction: Any) -> list[Any]:
-        """Make the transaction durable; returns its JSON committables."""
+        """Make the transaction durable; returns its JSON committables.
+
+        Committables should carry what the committer needs to verify them (e.g. each
+        staged file's size and row count), so a damaged file is refused, not published."""
 
     @abstractmethod
     def abort(self, transaction: Any) -> None:
-        """Drop a transaction that will never be committed (failure or cancel)."""
+        """Drop a transaction that will never be committed (failure or cancel); called
+        before or after ``pre_commit``."""
 
     # ---- committer side (driver) ----
 
+    def prepare_output(self, context: CommitContext) -> None:  # noqa: B027 - optional
+        """Before a new run of the job writes anything: check that the output may take it
+        (the sink's output mode); raise SinkOutputError to refuse. Not called when a start
+        only completes a pending commit or returns a finished run's result."""
+
     @abstractmethod
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        """Make the committables of a completed checkpoint visible. Must be idempotent."""
+        """Make the committables of a completed checkpoint visible. Must be idempotent:
+        after a crash it runs again with the same committables, some already committed."""
 
-    def post_commit(self, context: CommitContext) -> None:  # noqa: B027 - optional
-        """A global step after the commit of every checkpoint, the final one included."""
+    def post_commit(self, context: CommitContext, committables: list[Any]) -> None:  # noqa: B027
+        """A global step after the commit of every checkpoint, the final one included,
+        with the committables just committed. Must be idempotent, like ``commit``: a
+        driver that dies after it ran calls it again for the same checkpoint."""
 
-    def abort_uncommitted(self, storage: CheckpointStorage, job_name: str, keep: list[Any]) -> None:  # noqa: B027
-        """At a job start: remove what no completed checkpoint references (``keep``)."""
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:  # noqa: B027
+        """At a job start: remove what this job left that no completed checkpoint
+        references (``keep``) — never another job's files."""

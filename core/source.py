@@ -135,6 +135,9 @@ class SourceOperator(StreamOperator):
                 [{"split": s, "position": p} for s, p in sorted(self._reader.positions().items())]
             )
 
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
+    def close_reader(self) -> None:
+        """Release the source reader; the source task calls it in its task-specific
+        cleanup, after every operator of the chain closed (they may still need it)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()

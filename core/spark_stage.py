@@ -55,6 +55,7 @@ class StageFunction:
             epoch=plan.epoch,
             run_id=plan.run_id,
             job_name=plan.job_name,
+            job_id=plan.job_id,
         )
         writer = MessageWriter(plan, vertex, subtask)
         reader = None

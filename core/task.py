@@ -162,7 +162,8 @@ class StreamTask:
                 for op in self.chain.head_to_tail()
                 if (found := op.committables()) is not None
             },
-            records_out=getattr(env.writer, "records_out", 0),
+            records_out=getattr(env.writer, "records_out", 0)
+            + sum(getattr(op, "records_written", 0) for op in self.chain.head_to_tail()),
             duration_seconds=time.perf_counter() - self.started,
         )
         env.writer.acknowledge(self.acknowledgement)

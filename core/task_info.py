@@ -19,6 +19,8 @@ class TaskInfo:
     epoch: int = 1
     run_id: str = "local"
     job_name: str = "job"
+    job_id: str = ""
+    """Made at the job's first start; the same for every run of (checkpoint dir, job name)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.subtask_index < self.parallelism:

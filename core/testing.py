@@ -213,7 +213,7 @@ class TaskHarness:
             self.environment.storage,
         )
         sink.commit(context, committables)
-        sink.post_commit(context)
+        sink.post_commit(context, committables)
         return committables
 
     # ---- reading results ----
@@ -252,6 +252,14 @@ class TaskHarness:
 
     def _barrier(self, barrier: CheckpointBarrier) -> None:
         self.open()
+        taken = self.task.snapshot
+        if self._driver.done and (taken is None or taken.checkpoint_id != barrier.checkpoint_id):
+            raise RuntimeError(
+                f"task '{self.info.task_name}' already ended ({self.state.value}) after "
+                f"checkpoint {self.task.barrier.checkpoint_id if self.task.barrier else '-'}: "
+                f"it takes no checkpoint {barrier.checkpoint_id}; continue from its snapshot "
+                f"in a new harness (restore_from=...)"
+            )
         channels = self.environment.input_channels
         for input_index, count in channels.items():
             for channel in range(count):

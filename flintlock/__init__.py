@@ -33,6 +33,13 @@ from flintlock.core.functions import (
     RuntimeContext,
     SinkFunction,
 )
+from flintlock.core.job_errors import (
+    CheckpointError,
+    CommitError,
+    CommittableError,
+    JobIdentityError,
+    SinkOutputError,
+)
 from flintlock.core.job_master import JobExecutionResult
 from flintlock.core.operator import (
     OneInputStreamOperator,
@@ -56,24 +63,33 @@ from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask
 from flintlock.plugins.two_input_task import TwoInputStreamTask
+from flintlock.sinks.collect import CollectSink
+from flintlock.sinks.files import FileSink
+from flintlock.sinks.print import PrintSink
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MAX_WATERMARK",
     "ChannelError",
+    "CheckpointError",
     "CoProcessFunction",
+    "CollectSink",
     "CollectionSource",
     "Collector",
+    "CommitError",
+    "CommittableError",
     "DataStream",
     "EmitAfterFinishError",
     "ExecutionState",
+    "FileSink",
     "FilterFunction",
     "FlatMapFunction",
     "FlintlockError",
     "Function",
     "HashMapStateBackend",
     "JobExecutionResult",
+    "JobIdentityError",
     "KeyedProcessFunction",
     "KeyedStateBackend",
     "LifecycleError",
@@ -83,11 +99,13 @@ __all__ = [
     "OneInputStreamOperator",
     "OneInputStreamTask",
     "PluginError",
+    "PrintSink",
     "ProcessContext",
     "ProcessFunction",
     "RuntimeContext",
     "SchemaMismatchError",
     "SinkFunction",
+    "SinkOutputError",
     "Source",
     "SourceOperator",
     "SourceReader",

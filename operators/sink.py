@@ -21,8 +21,11 @@ class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
         super().__init__(name or "sink")
         self.function = function
         self._per_batch = overrides(function, "write_batch", SinkFunction)
+        self.records_written = 0
+        """Rows this sink received (counted into the vertex's ``records_out``)."""
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.records_written += batch.num_rows
         if self._per_batch:
             self.function.write_batch(batch)
         else:
@@ -40,6 +43,8 @@ class TwoPhaseCommitSinkOperator(OneInputStreamOperator):
         self.sink = sink
         self._transaction: Any = None
         self._committables: list[Any] | None = None
+        self.records_written = 0
+        """Rows this sink received (counted into the vertex's ``records_out``)."""
 
     def open(self) -> None:
         task = self.context.task
@@ -48,6 +53,7 @@ class TwoPhaseCommitSinkOperator(OneInputStreamOperator):
         self._transaction = self.sink.begin_transaction(writer_context, task.epoch)
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.records_written += batch.num_rows
         self.sink.write(self._transaction, batch)
 
     def finish(self) -> None:

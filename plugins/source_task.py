@@ -28,6 +28,12 @@ class SourceStreamTask(StreamTask):
         self.chain.process_head_watermark(MAX_WATERMARK, 1)
         self.input_ended = True
 
+    def task_cleanup(self) -> None:
+        """Task-specific cleanup: close the source reader, after the operators closed."""
+        chain = getattr(self, "chain", None)
+        if chain is not None and isinstance(chain.head, SourceOperator):
+            chain.head.close_reader()
+
     def await_barrier(self) -> CheckpointBarrier:
         """The epoch's barrier comes with the task (the job master decides it)."""
         barrier = self.environment.epoch_barrier

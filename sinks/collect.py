@@ -1,7 +1,10 @@
 """The collect sink: a 2PC sink whose commit hands the rows to the driver's execute().
 
-Writers stage Arrow IPC files in checkpoint storage; committables are their paths; the
-commit (on the driver, once the checkpoint completed) reads them into one table.
+Writers stage Arrow IPC files in the job's folder of checkpoint storage; committables
+are their paths with size and row count. The commit (on the driver, once the checkpoint
+completed) checks and reads them, keeps the rows as the job's result in
+``<job folder>/results/`` (so a later start of the finished job returns them), and
+deletes the staged files.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.job_errors import CheckpointError, CommittableError
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.sink_api import CommitContext, SinkWriterContext, TwoPhaseCommitSink
 
@@ -23,6 +28,8 @@ class _Staging:
     path: str
     stream: Any = None
     writer: Any = None
+    rows: int = 0
+    closed: bool = False
 
 
 class CollectSink(TwoPhaseCommitSink):
@@ -33,12 +40,17 @@ class CollectSink(TwoPhaseCommitSink):
     def __init__(self, name: str = "collect") -> None:
         self.name = name
         self.result: pa.Table | None = None
+        self.result_path: str | None = None
+
+    def staging_dir(self, storage: CheckpointStorage, job_name: str) -> str:
+        """Where this sink's writers stage files for job ``job_name``."""
+        return f"{storage.job_dir(job_name)}/collect-staging/{safe_name(self.name)}"
 
     def begin_transaction(self, context: SinkWriterContext, checkpoint_id: int) -> _Staging:
         task = context.task
         path = (
-            f"{context.storage.base_path}/{safe_name(task.job_name)}/{task.run_id}/collect/"
-            f"{safe_name(self.name)}/chk-{checkpoint_id}/{task.subtask_index}-{task.attempt_id}.arrow"
+            f"{self.staging_dir(context.storage, task.job_name)}/{task.run_id}-chk{checkpoint_id}"
+            f"-{task.subtask_index}-{task.attempt_id}.arrow"
         )
         return _Staging(context.storage, path)
 
@@ -50,23 +62,87 @@ class CollectSink(TwoPhaseCommitSink):
             transaction.stream = transaction.storage.filesystem.open_output_stream(transaction.path)
             transaction.writer = pa.ipc.new_file(transaction.stream, batch.schema)
         transaction.writer.write_batch(batch)
+        transaction.rows += batch.num_rows
 
     def pre_commit(self, transaction: _Staging) -> list[Any]:
         if transaction.writer is None:
             return []
-        transaction.writer.close()
-        transaction.stream.close()
-        return [transaction.path]
+        self._close(transaction)
+        size = transaction.storage.filesystem.get_file_info(transaction.path).size
+        return [{"path": transaction.path, "rows": transaction.rows, "bytes": size}]
 
     def abort(self, transaction: _Staging) -> None:
         if transaction.writer is not None:
+            self._close(transaction)
+            filesystem = transaction.storage.filesystem
+            if filesystem.get_file_info(transaction.path).type == pafs.FileType.File:
+                filesystem.delete_file(transaction.path)
+
+    def _close(self, transaction: _Staging) -> None:
+        if not transaction.closed:
+            transaction.closed = True
             transaction.writer.close()
             transaction.stream.close()
-            transaction.storage.filesystem.delete_file(transaction.path)
 
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        tables = [context.storage.read_table(path) for path in committables]
-        self.result = pa.concat_tables(tables) if tables else pa.table({})
+        storage = context.storage
+        result_path = (
+            f"{context.job_dir}/results/{safe_name(self.name)}-chk-{context.checkpoint_id}.arrow"
+        )
+        if not storage.exists(result_path):  # else: committed before a crash, read it back
+            tables = [self._read_staged(storage, file, context) for file in committables]
+            table = (
+                pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+            )
+            temporary = f"{result_path}.inprogress"
+            storage.write_table(temporary, table)
+            storage.filesystem.move(temporary, result_path)
+        self.result = storage.read_table(result_path)
+        self.result_path = result_path
+        for file in committables:  # the result is safe: staged files are not needed again
+            if storage.exists(file["path"]):
+                storage.filesystem.delete_file(file["path"])
+
+    def _read_staged(
+        self, storage: CheckpointStorage, file: dict[str, Any], context: CommitContext
+    ) -> pa.Table:
+        path = file["path"]
+        where = f"checkpoint {context.checkpoint_id} of job '{context.job_name}'"
+        if not storage.exists(path):
+            raise CommittableError(
+                f"the staged file {path} of {where} is missing: its rows are lost for good. "
+                f"Starting again will not change that; run the job anew with "
+                f"execute('{context.job_name}', new_run=True) or `flintlock run --new-run`"
+            )
+        size = storage.filesystem.get_file_info(path).size
+        if size != file["bytes"]:
+            raise CommittableError(
+                f"the staged file {path} of {where} has {size} bytes, {file['bytes']} were "
+                f"written (truncated or changed); run the job anew with new_run=True"
+            )
+        try:
+            table = storage.read_table(path)
+        except CheckpointError as error:
+            raise CommittableError(
+                f"{error} ({where}); run the job anew with new_run=True"
+            ) from error
+        if table.num_rows != file["rows"]:
+            raise CommittableError(
+                f"the staged file {path} of {where} holds {table.num_rows} rows, "
+                f"{file['rows']} were written; run the job anew with new_run=True"
+            )
+        return table
+
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+        """Delete staged files of this sink and job that no completed checkpoint references."""
+        storage = context.storage
+        kept = {file["path"] for file in keep}
+        selector = pafs.FileSelector(
+            self.staging_dir(storage, context.job_name), allow_not_found=True
+        )
+        for info in storage.filesystem.get_file_info(selector):
+            if info.type == pafs.FileType.File and info.path not in kept:
+                storage.filesystem.delete_file(info.path)
 
 
 @hookimpl

@@ -1,14 +1,20 @@
 """FileSink: Parquet files written exactly once through two-phase commit.
 
-Each subtask writes staging files under ``<path>/_staging-<job>/`` (a name starting
+Each subtask writes staging files under ``<path>/_staging-<job id>/`` (a name starting
 with ``_``: Spark and pyarrow datasets skip it), named with run id, checkpoint, subtask
-and Spark's task attempt id. Pre-commit closes them; the commit, on the driver once the
-checkpoint completed, renames each to its final name — idempotently: a file already at
-its final name is done. Every job start deletes staging files no checkpoint references.
+and Spark's task attempt id; the staging folder belongs to one job (checkpoint directory,
+job name), and only that job ever deletes from it. Pre-commit closes the files and
+records each one's size and row count; the commit, on the driver once the checkpoint
+completed, checks every staged file against them and renames it to its final name —
+idempotently: a file already at its final name is done. ``mode`` says what a new run may
+do to a path that already holds data: ``error`` (the default) refuses, ``append`` adds,
+``overwrite`` replaces it when the run's first checkpoint commits.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,9 +24,17 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.job_errors import CommittableError, SinkOutputError
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.sink_api import CommitContext, SinkWriterContext, TwoPhaseCommitSink
+from flintlock.core.sink_api import (
+    OUTPUT_MODES,
+    CommitContext,
+    SinkWriterContext,
+    TwoPhaseCommitSink,
+)
+
+REGISTRY = "_flintlock"
+"""``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""
 
 
 @dataclass
@@ -28,31 +42,38 @@ class _Transaction:
     staging_dir: str
     stem: str
     final_stem: str
-    files: list[dict[str, str]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
     writer: pq.ParquetWriter | None = None
     rows_in_file: int = 0
 
 
 class FileSink(TwoPhaseCommitSink):
-    """Writes Parquet files to ``path`` (a local path or any pyarrow file system URI)."""
+    """Writes Parquet files to ``path`` (a local path or any pyarrow file system URI).
+
+    ``mode``: ``"error"`` (default) refuses a new run if ``path`` already holds data or
+    another job's pending files; ``"append"`` adds to it; ``"overwrite"`` replaces its
+    data files when the run commits. A start that completes a pending commit, or returns
+    a finished run's result, is not a new run and writes nothing new.
+    """
 
     name = "files"
 
-    def __init__(self, path: str, rows_per_file: int | None = None) -> None:
+    def __init__(self, path: str, rows_per_file: int | None = None, mode: str = "error") -> None:
+        if mode not in OUTPUT_MODES:
+            raise SinkOutputError(f"FileSink mode {mode!r} is not one of {', '.join(OUTPUT_MODES)}")
         self.path = path
         self.rows_per_file = rows_per_file
+        self.mode = mode
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and base path of ``path``."""
         if "://" in self.path:
             filesystem, base = pafs.FileSystem.from_uri(self.path)
             return filesystem, base.rstrip("/")
-        import os
-
         return pafs.LocalFileSystem(), os.path.abspath(self.path).rstrip("/")
 
-    def _staging_dir(self, base: str, job_name: str) -> str:
-        return f"{base}/_staging-{safe_name(job_name)}"
+    def _staging_dir(self, base: str, job_id: str) -> str:
+        return f"{base}/_staging-{job_id or 'local'}"
 
     # ---- writer side ----
 
@@ -61,7 +82,7 @@ class FileSink(TwoPhaseCommitSink):
         _, base = self.filesystem()
         stem = f"{task.run_id}-chk{checkpoint_id}-{task.subtask_index}-{task.attempt_id}"
         final_stem = f"part-{task.run_id}-chk{checkpoint_id}-{task.subtask_index}"
-        return _Transaction(self._staging_dir(base, task.job_name), stem, final_stem)
+        return _Transaction(self._staging_dir(base, task.job_id), stem, final_stem)
 
     def write(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
         if transaction.writer is not None and transaction.writer.schema != batch.schema:
@@ -101,36 +122,106 @@ class FileSink(TwoPhaseCommitSink):
         transaction.rows_in_file = 0
 
     def _close_file(self, transaction: _Transaction) -> None:
+        """Close the open staging file and record its size and rows for the committer."""
         if transaction.writer is not None:
             transaction.writer.close()
             transaction.writer = None
+            file = transaction.files[-1]
+            filesystem, _ = self.filesystem()
+            file["rows"] = transaction.rows_in_file
+            file["bytes"] = filesystem.get_file_info(file["staging"]).size
 
     # ---- committer side ----
 
+    def prepare_output(self, context: CommitContext) -> None:
+        """Refuse a new run the mode does not allow; claim the job's staging folder."""
+        filesystem, base = self.filesystem()
+        if self.mode == "error":
+            data = self._data_files(filesystem, base)
+            if data:
+                raise SinkOutputError(
+                    f"the output path {base} already holds data ({len(data)} files, e.g. "
+                    f"{data[0]}{self._writers_of(filesystem, base, data)}): job "
+                    f"'{context.job_name}' will not write there with mode='error'. Use "
+                    f"FileSink(..., mode='append') to add to it, mode='overwrite' to "
+                    f"replace it, or another path"
+                )
+            pending = self._other_pending_jobs(filesystem, base, context.job_id)
+            if pending:
+                raise SinkOutputError(
+                    f"the output path {base} has pending files of another job, {pending[0]}: "
+                    f"job '{context.job_name}' will not write there with mode='error' (use "
+                    f"another path, or mode='append' to write beside it)"
+                )
+        self._register(filesystem, base, context)
+
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        filesystem, _ = self.filesystem()
+        filesystem, base = self.filesystem()
+        for file in committables:  # check everything before publishing anything
+            self.verify(filesystem, file, context)
+        if self.mode == "overwrite":
+            mine = f"part-{context.run_id}-"
+            for path in self._data_files(filesystem, base):
+                if not os.path.basename(path).startswith(mine):
+                    filesystem.delete_file(path)
+        self._register(filesystem, base, context)
         for file in committables:
             self.commit_file(filesystem, file)
 
-    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
+    def verify(
+        self, filesystem: pafs.FileSystem, file: dict[str, Any], context: CommitContext
+    ) -> None:
+        """Check a committable's file (staged, or already published) is the one written."""
+        for path in (file["staging"], file["final"]):
+            info = filesystem.get_file_info(path)
+            if info.type != pafs.FileType.File:
+                continue
+            if "bytes" in file and info.size != file["bytes"]:
+                raise CommittableError(
+                    f"the file {path} has {info.size} bytes, {file['bytes']} were written "
+                    f"(truncated or changed){_stuck(context)}"
+                )
+            try:
+                rows = pq.read_metadata(path, filesystem=filesystem).num_rows
+            except (pa.ArrowInvalid, OSError) as error:
+                raise CommittableError(
+                    f"the file {path} is damaged: {error}{_stuck(context)}"
+                ) from error
+            if "rows" in file and rows != file["rows"]:
+                raise CommittableError(
+                    f"the file {path} holds {rows} rows, {file['rows']} were written"
+                    f"{_stuck(context)}"
+                )
+            return
+        raise CommittableError(
+            f"the staged file {file['staging']} is missing and was never published as "
+            f"{file['final']}: its rows are lost for good{_stuck(context)}"
+        )
+
+    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, Any]) -> None:
         """Rename one staging file to its final name; done already if only the final exists."""
-        staging_there = _exists(filesystem, file["staging"])
-        if not staging_there:
-            if _exists(filesystem, file["final"]):
-                return
+        if _exists(filesystem, file["staging"]):
+            filesystem.move(file["staging"], file["final"])
+        elif not _exists(filesystem, file["final"]):
             raise FileNotFoundError(
                 f"neither the staging file {file['staging']} nor its final {file['final']} exists"
             )
-        filesystem.move(file["staging"], file["final"])
 
-    def abort_uncommitted(self, storage: CheckpointStorage, job_name: str, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+        """Delete this job's staging files that no completed checkpoint references (and
+        its staging folder once empty)."""
         filesystem, base = self.filesystem()
-        staging_dir = self._staging_dir(base, job_name)
+        staging_dir = self._staging_dir(base, context.job_id)
         kept = {file["staging"] for file in keep}
         selector = pafs.FileSelector(staging_dir, allow_not_found=True)
+        left = False
         for info in filesystem.get_file_info(selector):
             if info.type == pafs.FileType.File and info.path not in kept:
                 filesystem.delete_file(info.path)
+            else:
+                left = True
+        if not left and filesystem.get_file_info(staging_dir).type == pafs.FileType.Directory:
+            filesystem.delete_dir(staging_dir)
 
     def committed_files(self) -> list[str]:
         """Final Parquet files in the sink's folder, sorted."""
@@ -142,6 +233,83 @@ class FileSink(TwoPhaseCommitSink):
             if info.type == pafs.FileType.File and re.search(r"/part-[^/]*\.parquet$", info.path)
         )
 
+    # ---- who wrote what ----
+
+    def _data_files(self, filesystem: pafs.FileSystem, base: str) -> list[str]:
+        """Files a reader of ``path`` sees (none under a ``_`` or ``.`` name), sorted."""
+        selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
+        return sorted(
+            info.path
+            for info in filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File
+            and not any(part[:1] in "_." for part in info.path[len(base) + 1 :].split("/"))
+        )
+
+    def _register(self, filesystem: pafs.FileSystem, base: str, context: CommitContext) -> None:
+        """Record that this job's run writes here (names the owner in later errors)."""
+        path = self._registry_file(base, context.job_id)
+        document = _owner(context) | {"run_ids": [context.run_id]}
+        if _exists(filesystem, path):
+            runs = _read_json(filesystem, path).get("run_ids", [])
+            if context.run_id in runs:
+                return
+            document["run_ids"] = sorted(set(runs) | {context.run_id})
+        _write_json(filesystem, path, document)
+
+    def _registry_file(self, base: str, job_id: str) -> str:
+        return f"{base}/{REGISTRY}/{job_id or 'local'}.json"
+
+    def _writers_of(self, filesystem: pafs.FileSystem, base: str, data: list[str]) -> str:
+        selector = pafs.FileSelector(f"{base}/{REGISTRY}", allow_not_found=True)
+        owners = []
+        for info in filesystem.get_file_info(selector):
+            document = _read_json(filesystem, info.path)
+            if any(f"/part-{run}-" in path for run in document.get("run_ids", []) for path in data):
+                owners.append(_describe(document))
+        return f", written by {' and '.join(sorted(owners))}" if owners else ""
+
+    def _other_pending_jobs(self, filesystem: pafs.FileSystem, base: str, job_id: str) -> list[str]:
+        """Other jobs whose staging folder in ``path`` holds files (a commit may follow)."""
+        pending = []
+        for info in filesystem.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+            if info.type != pafs.FileType.Directory or not info.base_name.startswith("_staging-"):
+                continue
+            other = info.base_name.removeprefix("_staging-")
+            if other == (job_id or "local") or not filesystem.get_file_info(
+                pafs.FileSelector(info.path)
+            ):
+                continue
+            registry = self._registry_file(base, other)
+            pending.append(
+                _describe(_read_json(filesystem, registry))
+                if _exists(filesystem, registry)
+                else f"an unknown job (staging folder {info.path})"
+            )
+        return sorted(pending)
+
+
+def _owner(context: CommitContext) -> dict[str, Any]:
+    return {
+        "job_name": context.job_name,
+        "job_id": context.job_id,
+        "checkpoint_dir": context.storage.base_path,
+    }
+
+
+def _describe(owner: dict[str, Any]) -> str:
+    return f"job {owner.get('job_name')!r} (checkpoint dir {owner.get('checkpoint_dir')})"
+
+
+def _stuck(context: CommitContext) -> str:
+    """What the user can do when a checkpoint's data cannot be committed whole."""
+    return (
+        f". Checkpoint {context.checkpoint_id} of job '{context.job_name}' cannot be "
+        f"committed whole and starting again will not change that. To recover, run the "
+        f"job anew: execute('{context.job_name}', new_run=True) or `flintlock run --new-run`, "
+        f"with FileSink(..., mode='overwrite') to replace what this checkpoint published "
+        f"(files part-{context.run_id}-*)"
+    )
+
 
 def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
     return filesystem.get_file_info(path).type == pafs.FileType.File
@@ -150,6 +318,27 @@ def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
 def _delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
     if _exists(filesystem, path):
         filesystem.delete_file(path)
+
+
+def _write_json(filesystem: pafs.FileSystem, path: str, document: dict[str, Any]) -> None:
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    temporary = f"{path}.inprogress"
+    with filesystem.open_output_stream(temporary) as sink:
+        sink.write(json.dumps(document, sort_keys=True).encode())
+    filesystem.move(temporary, path)
+
+
+def _read_json(filesystem: pafs.FileSystem, path: str) -> dict[str, Any]:
+    try:
+        with filesystem.open_input_stream(path) as source:
+            document = json.loads(source.read())
+    except (OSError, ValueError) as error:
+        raise SinkOutputError(
+            f"the file sink's bookkeeping file {path} is damaged: {error}"
+        ) from error
+    if not isinstance(document, dict):
+        raise SinkOutputError(f"the file sink's bookkeeping file {path} is damaged")
+    return document
 
 
 @hookimpl

@@ -29,7 +29,7 @@ class JsonLinesSink(TwoPhaseCommitSink):
     def begin_transaction(self, context: Any, checkpoint_id: int) -> dict[str, Any]:
         task = context.task
         stem = f"{task.run_id}-{checkpoint_id}-{task.subtask_index}"
-        staging = f"{self.folder}/_staging/{stem}-{task.attempt_id}.jsonl"
+        staging = f"{self.folder}/_staging-{task.job_id}/{stem}-{task.attempt_id}.jsonl"
         os.makedirs(os.path.dirname(staging), exist_ok=True)
         final = f"{self.folder}/part-{stem}.jsonl"
         return {"file": open(staging, "w"), "staging": staging, "final": final}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -61,7 +62,7 @@ def run(spark: Any, base: str, name: str, sink: FileSink, upstream_fails: bool) 
     stream.key_by("k").map(lambda r: r, name="keyed").sink_to(sink)
     env.execute(name)
     table = ds.dataset(sink.path, format="parquet").to_table()
-    staging = [str(p) for p in os.scandir(os.path.join(sink.path, f"_staging-{name}"))]
+    staging = [str(p) for p in Path(sink.path).glob("_staging-*/*")]
     return {"v": sorted(table.column("v").to_pylist()), "leftover_staging": staging}
 
 

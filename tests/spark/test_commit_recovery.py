@@ -45,12 +45,20 @@ def test_failed_commit_then_restart_gives_every_row_exactly_once(
         env.execute("halfway")
     assert len(sink.committed_files()) == 1  # one file moved before the failure
 
+    [staging_dir] = (tmp_path / "out").glob("_staging-*")
+    dead = staging_dir / "deadrun-chk1-0-99-0.parquet"  # left by a killed attempt
+    dead.write_bytes(b"partial")
     again, _ = build(spark, tmp_path)
     result = again.execute("halfway")
+    assert not dead.exists()  # completing the commit also aborts what nothing references
     assert result.resumed and result.checkpoint_id == 1  # the pending commit, not a new run
     table = ds.dataset(str(tmp_path / "out"), format="parquet").to_table()
     assert sorted(table.column("v").to_pylist()) == list(range(1000))
     assert not list((tmp_path / "out").glob("_staging-*/*"))
 
     third, _ = build(spark, tmp_path)
-    assert third.execute("halfway").checkpoint_id == 2  # a finished job starts a new run
+    stored = third.execute("halfway")  # finished: the stored result, nothing runs again
+    assert stored.already_finished and stored.checkpoint_id == 1
+    assert sorted(ds.dataset(str(tmp_path / "out")).to_table().column("v").to_pylist()) == list(
+        range(1000)
+    )

@@ -1,0 +1,28 @@
+"""Errors about a job's identity, its checkpoints, its commits and its sinks' output."""
+
+from __future__ import annotations
+
+from flintlock.core.errors import FlintlockError
+
+
+class JobIdentityError(FlintlockError):
+    """A job name cannot be used, or a job folder belongs to another job."""
+
+
+class CheckpointError(FlintlockError):
+    """A checkpoint cannot complete or be read (missing acknowledgement, damaged metadata,
+    another job's folder); the message names the checkpoint and the file."""
+
+
+class CommitError(FlintlockError):
+    """A sink's commit failed; the job is not finished until it succeeds."""
+
+
+class CommittableError(CommitError):
+    """A committable does not match what was staged (a file truncated, missing or changed).
+
+    Starting again cannot fix it: the message says what the user can do instead."""
+
+
+class SinkOutputError(FlintlockError):
+    """A sink's output may not be written by this run (its output mode refuses it)."""

@@ -1,0 +1,51 @@
+"""Local jobs without a checkpoint directory leave nothing behind (unless asked to), and a
+start that only completes a pending commit also cleans what dead attempts left."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flintlock import StreamExecutionEnvironment
+
+
+def fail_on_seven(row: dict[str, Any]) -> dict[str, Any]:
+    if row["v"] == 7:
+        raise ValueError("seven")
+    return row
+
+
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tempfile's folder, for this test only: what a job's temporary checkpoints leave."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def leftovers(root: Path) -> list[Path]:
+    return sorted(root.glob("flintlock-checkpoints-*"))
+
+
+def test_a_temporary_checkpoint_dir_is_removed_after_success(spark: Any, temp_root: Path) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    table = env.from_collection([{"v": i} for i in range(10)]).collect()
+    assert sorted(table.column("v").to_pylist()) == list(range(10))  # read before removal
+    assert leftovers(temp_root) == []
+
+
+def test_a_temporary_checkpoint_dir_is_removed_after_failure(spark: Any, temp_root: Path) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    env.from_collection([{"v": i} for i in range(10)]).map(fail_on_seven).print()
+    with pytest.raises(Exception, match="seven"):
+        env.execute("fails")
+    assert leftovers(temp_root) == []
+
+
+def test_a_temporary_checkpoint_dir_is_kept_when_asked(spark: Any, temp_root: Path) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, keep_temporary_checkpoints=True)
+    env.from_collection([{"v": 1}]).collect(job_name="kept")
+    [kept] = leftovers(temp_root)
+    assert (kept / "kept" / "_result.json").exists()
