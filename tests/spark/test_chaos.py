@@ -7,11 +7,11 @@ failures in map and keyed process functions, Python workers killed, sink writers
 in write / finish / pre_commit, commits failing on the driver, the driver SIGKILLed
 between checkpoint completion and commit, after the first committed file, right after
 the final commit and after ``execute()`` returned — each once (a marker file). The jobs
-run in order in a driver process (tests/spark/chaos_driver.py, ``local[2,4]`` so Spark
-retries tasks); the test also kills that process's group at random moments and starts it
-again until it returns. Then it reads every committed Parquet output with
-pyarrow.dataset and every collected table saved from the successful ``execute()``, and
-counts duplicates and losses by row id.
+run in order in driver processes (tests/spark/chaos_driver.py, ``local[2,4]`` so Spark
+retries tasks), two chains of jobs side by side; the test also kills a driver's process
+group at random moments, and starts a killed driver again until it returns. Then it
+reads every committed Parquet output with pyarrow.dataset and every collected table
+saved from the successful ``execute()``, and counts duplicates and losses by row id.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ from chaos_faults import Fault
 SCRIPT = Path(__file__).with_name("chaos_driver.py")
 SEED_VARIABLE = "FLINTLOCK_CHAOS_SEED"
 JOBS = 8
+CHAINS = 2
+"""Driver processes running side by side, each with every CHAINS-th job: Spark's start
+and a job's waits leave a second core idle."""
 RANDOM_KILLS = 3
 EXTRA_FAULTS = 6
 """Faults drawn at random on top of one of each kind."""
@@ -48,6 +52,8 @@ JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """For the drivers' JVMs: short lives, so no JIT compiler threads (halves Spark's start)."""
 TASK_FAULTS_PER_JOB = 3
 """At most this many failures in one job's tasks: ``local[2,4]`` allows 3 per task."""
+COMMIT_FAULTS_PER_JOB = 2
+"""Each fails one ``execute()``; the driver allows a job 6."""
 MAX_DRIVER_RUNS = 20
 DRIVER_TIMEOUT = 300.0
 
@@ -71,6 +77,8 @@ REQUIRED = [
 ]
 """One of each fault kind at each place it can happen (``a|b``: at one, drawn at random)."""
 RANDOM_KINDS = [k for k in REQUIRED if not k[1].startswith("kill_") and k[1] != "worker_kill"]
+TASK_KINDS = {"raise", "worker_kill", "write", "finish", "pre_commit"}
+"""Faults that fail a Spark task (the others happen on the driver)."""
 
 
 def category(where: str, kind: str) -> str:
@@ -93,23 +101,28 @@ class Plan:
     seed: int
     base: Path
     jobs: list[dict[str, Any]]
-    random_kills: list[tuple[int, float]]
-    """(index of the first job whose start arms the kill, fraction of a job's duration)."""
+    random_kills: list[tuple[str, float]]
+    """(job whose start, or a later job's in its chain, arms the kill; fraction of a
+    job's duration after that start)."""
 
-    def faults(self) -> list[tuple[str, Fault]]:
-        return [(job["name"], Fault.from_json(f)) for job in self.jobs for f in job["faults"]]
+    def chain(self, number: int) -> list[dict[str, Any]]:
+        """The jobs one driver process runs, in order."""
+        return self.jobs[number::CHAINS]
 
-    def write(self) -> Path:
-        path = self.base / "plan.json"
-        path.write_text(json.dumps({"base": str(self.base), "jobs": self.jobs}, indent=1))
-        return path
+    def faults(self) -> list[Fault]:
+        return [Fault.from_json(f) for job in self.jobs for f in job["faults"]]
 
 
 def fits(job: dict[str, Any], where: str, kind: str) -> bool:
     """Whether a ``kind`` fault at ``where`` can happen in ``job`` and test what it means to."""
     sinks = job["sinks"]
-    if kind.startswith("kill_") and any(f["kind"].startswith("kill_") for f in job["faults"]):
+    kinds = [f["kind"] for f in job["faults"]]
+    if kind.startswith("kill_") and any(k.startswith("kill_") for k in kinds):
         return False  # one deterministic driver kill per job
+    if kind in TASK_KINDS and sum(k in TASK_KINDS for k in kinds) >= TASK_FAULTS_PER_JOB:
+        return False
+    if kind == "commit" and kinds.count("commit") >= COMMIT_FAULTS_PER_JOB:
+        return False
     if kind in ("kill_in_commit", "kill_in_post_commit"):
         return sinks == where  # the job's only 2PC sink: its commit is the commit
     if where == "driver":
@@ -121,14 +134,6 @@ def fits(job: dict[str, Any], where: str, kind: str) -> bool:
     return sinks == where or sinks == "both"
 
 
-TASK_KINDS = {"raise", "worker_kill", "write", "finish", "pre_commit"}
-"""Faults that fail a Spark task (the others happen on the driver)."""
-
-
-def task_faults(job: dict[str, Any]) -> int:
-    return sum(1 for f in job["faults"] if f["kind"] in TASK_KINDS)
-
-
 def make_plan(seed: int, base: Path) -> Plan:
     """Jobs of random shape, one fault of each kind plus random extras placed in them."""
     rng = random.Random(seed)
@@ -136,14 +141,12 @@ def make_plan(seed: int, base: Path) -> Plan:
     shapes += rng.choices(["files", "collect", "both", "collect_api"], k=JOBS - len(shapes))
     rng.shuffle(shapes)
     jobs = []
-    first_id = 0
     for index, sinks in enumerate(shapes):
-        rows = rng.randrange(2000, 4000, 100)
         jobs.append(
             {
                 "name": f"chaos-{index:02d}",
-                "first_id": first_id,
-                "rows": rows,
+                "first_id": index * 1_000_000,
+                "rows": rng.randrange(2000, 4000, 100),
                 "batch_size": rng.choice([200, 300, 400]),
                 "parallelism": rng.choice([1, 2, 2, 3]),
                 "keyed": sinks == "both" or rng.random() < 0.6,
@@ -152,23 +155,17 @@ def make_plan(seed: int, base: Path) -> Plan:
                 "faults": [],
             }
         )
-        first_id += 1_000_000
     wanted = list(REQUIRED) + rng.choices(RANDOM_KINDS, k=EXTRA_FAULTS)
     for number, (places, kind) in enumerate(wanted):
         where = rng.choice(places.split("|"))
-        candidates = [
-            job
-            for job in jobs
-            if fits(job, where, kind)
-            and (kind not in TASK_KINDS or task_faults(job) < TASK_FAULTS_PER_JOB)
-        ]
-        assert candidates, f"seed={seed}: no job can take a {kind} fault in {where}"
+        candidates = [job for job in jobs if fits(job, where, kind)]
+        assert candidates, f"chaos seed={seed}: no job can take a {kind} fault in {where}"
         job = rng.choice(candidates)
         at = at_for(rng, job, where, kind)
         job["faults"].append(Fault(f"f{number:02d}-{where}-{kind}", where, kind, at).to_json())
-    firsts = sorted(rng.sample(range(JOBS - 2), RANDOM_KILLS))
-    kills = [(first, round(rng.uniform(0.0, 1.2), 3)) for first in firsts]
-    return Plan(seed, base, jobs, kills)
+    not_last = [job["name"] for job in jobs[: JOBS - CHAINS]]  # a kill is due before the end
+    kills = [(name, round(rng.uniform(0.0, 1.2), 3)) for name in rng.sample(not_last, RANDOM_KILLS)]
+    return Plan(seed, base, jobs, sorted(kills))
 
 
 def at_for(rng: random.Random, job: dict[str, Any], where: str, kind: str) -> int:
@@ -184,6 +181,7 @@ def at_for(rng: random.Random, job: dict[str, Any], where: str, kind: str) -> in
 class DriverRun:
     """One driver process: how it ended and what it printed."""
 
+    label: str
     returncode: int
     killed_by_test: bool
     stdout: list[tuple[float, str]]
@@ -196,16 +194,19 @@ class DriverRun:
         return f"{stdout}\n--- stderr ---\n{self.stderr_path.read_text()[-4000:]}"
 
 
-def run_driver(plan: Plan, number: int, kill: tuple[int, float] | None) -> DriverRun:
+def run_driver(
+    plan: Plan, label: str, jobs: list[dict[str, Any]], kill: tuple[str, float] | None
+) -> DriverRun:
     """Start the driver in a session of its own; SIGKILL its group if ``kill`` comes due.
 
-    ``kill`` is (job index, seconds): due that long after the first job at or past the
-    index starts.
+    ``kill`` is (job, seconds): due that long after that job, or a later one, starts.
     """
-    stderr_path = plan.base / f"driver-{number}.stderr"
+    plan_path = plan.base / f"plan-{label}.json"
+    plan_path.write_text(json.dumps({"base": str(plan.base), "jobs": jobs}, indent=1))
+    stderr_path = plan.base / f"driver-{label}.stderr"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(plan.base / "plan.json")],
+            [sys.executable, str(SCRIPT), str(plan_path)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -224,7 +225,7 @@ def run_driver(plan: Plan, number: int, kill: tuple[int, float] | None) -> Drive
 
     watchdog = threading.Timer(DRIVER_TIMEOUT, kill_group, (hung,))
     watchdog.start()
-    names = [job["name"] for job in plan.jobs]
+    order = [job["name"] for job in jobs]
     timer: threading.Timer | None = None
     lines = []
     assert process.stdout is not None
@@ -232,7 +233,7 @@ def run_driver(plan: Plan, number: int, kill: tuple[int, float] | None) -> Drive
         lines.append((time.perf_counter() - started, line.rstrip("\n")))
         word = line.split()
         armed = kill is not None and timer is None and word[:1] == ["START"]
-        if armed and names.index(word[1]) >= kill[0]:
+        if armed and order.index(word[1]) >= order.index(kill[0]):
             timer = threading.Timer(kill[1], kill_group, (killed,))
             timer.start()
     returncode = process.wait()
@@ -240,11 +241,11 @@ def run_driver(plan: Plan, number: int, kill: tuple[int, float] | None) -> Drive
     watchdog.cancel()
     if timer is not None:
         timer.cancel()
-    reap_group(process.pid)
-    run = DriverRun(returncode, killed.is_set(), lines, stderr_path)
+    with contextlib.suppress(ProcessLookupError):  # nothing of the group stays behind
+        os.killpg(process.pid, signal.SIGKILL)
+    run = DriverRun(label, returncode, killed.is_set(), lines, stderr_path)
     assert not hung.is_set(), (
-        f"chaos seed={plan.seed}: driver run {number} hung for {DRIVER_TIMEOUT:.0f} s\n"
-        + run.tail()
+        f"chaos seed={plan.seed}: driver {label} hung for {DRIVER_TIMEOUT:.0f} s\n{run.tail()}"
     )
     results = [text for _, text in lines if text.startswith("RESULT ")]
     if returncode == 0 and results:
@@ -252,65 +253,47 @@ def run_driver(plan: Plan, number: int, kill: tuple[int, float] | None) -> Drive
     return run
 
 
-def reap_group(group: int) -> None:
-    """Leave nothing of a driver's process group behind (its JVM, its Python workers)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
+def job_seconds(runs: list[DriverRun]) -> list[float]:
+    """How long each job that completed took, START to DONE."""
+    seconds = []
+    for run in runs:
+        starts = {}
+        for at, text in run.stdout:
+            word = text.split()
+            if word[:1] == ["START"]:
+                starts[word[1]] = at
+            elif word[:1] == ["DONE"] and word[1] in starts:
+                seconds.append(at - starts[word[1]])
+    return seconds
 
 
-@dataclass
-class Runs:
-    """The driver runs of one plan, until one returned."""
-
-    runs: list[DriverRun] = field(default_factory=list)
-    random_kills: int = 0
-    seconds: float = 0.0
-
-    def job_seconds(self) -> list[float]:
-        """How long each job that completed took, START to DONE."""
-        seconds = []
-        for run in self.runs:
-            starts = {}
-            for at, text in run.stdout:
-                word = text.split()
-                if word[:1] == ["START"]:
-                    starts[word[1]] = at
-                elif word[:1] == ["DONE"] and word[1] in starts:
-                    seconds.append(at - starts[word[1]])
-        return seconds
-
-
-def run_until_returned(plan: Plan) -> Runs:
-    """Run the driver, killing it at the plan's random moments, until it returns.
+def run_chain(plan: Plan, number: int) -> list[DriverRun]:
+    """Run one chain's driver, killing it at the plan's random moments, until it returns.
 
     A random kill is due a drawn fraction of a typical job's duration (the median so
     far) after its job starts, so it lands anywhere in a job on a fast or a slow machine.
     """
-    started = time.perf_counter()
-    outcome = Runs()
-    kills = list(plan.random_kills)
-    for number in range(MAX_DRIVER_RUNS):
+    jobs = plan.chain(number)
+    kills = [kill for kill in plan.random_kills if kill[0] in {job["name"] for job in jobs}]
+    runs: list[DriverRun] = []
+    for attempt in range(MAX_DRIVER_RUNS):
         kill = None
         if kills:
-            typical = statistics.median(outcome.job_seconds() or [KILL_WINDOW])
+            typical = statistics.median(job_seconds(runs) or [KILL_WINDOW])
             kill = (kills[0][0], kills[0][1] * typical)
-        run = run_driver(plan, number, kill)
-        outcome.runs.append(run)
-        with (plan.base / "timeline.txt").open("a") as timeline:
-            timeline.writelines(f"run {number} +{at:.1f}s {text}\n" for at, text in run.stdout)
+        run = run_driver(plan, f"{number}.{attempt}", jobs, kill)
+        runs.append(run)
+        with (plan.base / f"timeline-{number}.txt").open("a") as timeline:
+            timeline.writelines(f"{run.label} +{at:.1f}s {text}\n" for at, text in run.stdout)
         if run.killed_by_test:
-            outcome.random_kills += 1
             kills.pop(0)
         if run.result is not None:
-            break
+            return runs
         assert run.returncode == -signal.SIGKILL, (
-            f"chaos seed={plan.seed}: driver run {number} ended with {run.returncode}, "
+            f"chaos seed={plan.seed}: driver {run.label} ended with {run.returncode}, "
             f"not by a kill\n{run.tail()}"
         )
-    else:
-        pytest.fail(f"chaos seed={plan.seed}: no driver run returned in {MAX_DRIVER_RUNS}")
-    outcome.seconds = time.perf_counter() - started
-    return outcome
+    pytest.fail(f"chaos seed={plan.seed}: chain {number} did not return in {MAX_DRIVER_RUNS} runs")
 
 
 @dataclass
@@ -326,14 +309,13 @@ class Check:
     def table(self, label: str, table: pa.Table, first_id: int, rows: int) -> None:
         """Count one output table against the job's input ids ``first_id ..+ rows``."""
         expected = range(first_id, first_id + rows)
-        ids = table.column("id").to_pylist() if table.num_rows else []
+        has_rows = "id" in table.column_names and "v" in table.column_names
+        ids = table.column("id").to_pylist() if has_rows else []
         counts = Counter(ids)
         duplicates = sum(n - 1 for n in counts.values()) + sum(1 for i in ids if i not in expected)
         losses = sum(1 for i in expected if i not in counts)
-        altered = 0
-        if table.num_rows:
-            values = table.column("v").to_pylist()
-            altered = sum(1 for i, v in zip(ids, values, strict=True) if v != f"row-{i}")
+        values = table.column("v").to_pylist() if has_rows else []
+        altered = sum(1 for i, v in zip(ids, values, strict=True) if v != f"row-{i}")
         self.duplicates += duplicates
         self.losses += losses
         self.altered += altered
@@ -352,7 +334,9 @@ def check_outputs(plan: Plan) -> Check:
         faults = ", ".join(f"{f['kind']}@{f['where']}" for f in job["faults"]) or "no faults"
         label = f"{job['name']} ({job['sinks']}, p={job['parallelism']}, {faults})"
         if job["sinks"] in ("files", "both"):
-            table = ds.dataset(job["output"], format="parquet").to_table()
+            table = pa.table({})
+            if Path(job["output"]).exists():
+                table = ds.dataset(job["output"], format="parquet").to_table()
             check.table(f"{label} parquet", table, job["first_id"], job["rows"])
         if job["sinks"] in ("collect", "both", "collect_api"):
             path = plan.base / "collected" / f"{job['name']}.arrow"
@@ -360,6 +344,12 @@ def check_outputs(plan: Plan) -> Check:
                 table = pa.ipc.open_file(source).read_all()
             check.table(f"{label} collected", table, job["first_id"], job["rows"])
     return check
+
+
+def staging_left(base: Path) -> list[str]:
+    """Staged files still on disk: FileSink ``_staging-*`` folders, collect sink staging."""
+    left = [*base.glob("out/*/_staging-*/*"), *base.glob("chk/*/collect-staging/**/*.arrow")]
+    return sorted(str(path.relative_to(base)) for path in left)
 
 
 def chaos_seed() -> int:
@@ -375,26 +365,30 @@ def test_every_row_exactly_once_under_random_faults(
     with capsys.disabled():
         print(f"\nchaos seed={seed} (set {SEED_VARIABLE}={seed} to run this plan again)")
     plan = make_plan(seed, tmp_path)
-    plan.write()
+    started = time.perf_counter()
 
-    runs = run_until_returned(plan)
+    with ThreadPoolExecutor(CHAINS) as pool:
+        chains = list(pool.map(lambda number: run_chain(plan, number), range(CHAINS)))
 
+    seconds = time.perf_counter() - started
+    runs = [run for chain in chains for run in chain]
     fired = set(os.listdir(tmp_path / "markers"))
-    planned = plan.faults()
-    missing = [f.id for _, f in planned if f.id not in fired]
+    missing = [fault.id for fault in plan.faults() if fault.id not in fired]
     assert not missing, f"chaos seed={seed}: planned faults that never fired: {missing}"
-    tally = Counter(category(f.where, f.kind) for _, f in planned)
-    tally["driver kills"] += runs.random_kills
+    tally = Counter(category(fault.where, fault.kind) for fault in plan.faults())
+    tally["driver kills"] += sum(run.killed_by_test for run in runs)
     faults = sum(tally.values())
     check = check_outputs(plan)
+    left = staging_left(tmp_path)
     kinds = ", ".join(f"{n} {name}" for name, n in tally.most_common())
     summary = (
-        f"chaos seed={seed}: {len(runs.runs)} driver runs, {faults} faults ({kinds}), "
+        f"chaos seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
         f"{check.duplicates} duplicates, {check.losses} losses, "
-        f"{check.rows_checked:,} rows checked in {runs.seconds:.0f} s"
+        f"{check.rows_checked:,} rows checked in {seconds:.0f} s"
     )
     with capsys.disabled():
         print(summary)
     detail = "\n  ".join([summary, *check.problems])
     assert check.duplicates == 0 and check.losses == 0 and check.altered == 0, detail
+    assert not left, f"{summary}\n  staged files left after the jobs returned: {left}"
     assert faults >= 20, detail
