@@ -6,6 +6,7 @@ Every operator is built from the operator registered under its name (``map``,
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -14,10 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import CoProcessFunction, ProcessFunction, SinkFunction
+from flintlock.core.functions import (
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+    SinkFunction,
+)
+from flintlock.core.job_checks import check_before_spark
 from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
+from flintlock.core.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
+from flintlock.core.murmur import is_key_type
 from flintlock.core.operator import StreamOperator
 from flintlock.core.parquet_source import ParquetSource
 from flintlock.core.partitioners import BROADCAST, REBALANCE, Partitioner, hash_by
@@ -36,6 +48,11 @@ NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
 """Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
 
 Feed = list[tuple[Transformation, Partitioner | None]]
+Key = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
+"""What ``key_by`` takes: a column, a list of columns (one tuple key) or a key selector."""
+
+MAX_MAX_PARALLELISM = 32768
+"""Flink's upper bound for max parallelism (the number of key groups)."""
 
 
 class StreamExecutionEnvironment:
@@ -56,10 +73,18 @@ class StreamExecutionEnvironment:
         master: str | None = None,
         keep_temporary_checkpoints: bool = False,
     ) -> None:
-        from_env = os.environ.get("FLINTLOCK_PARALLELISM")  # set by `flintlock run`
-        self.parallelism = parallelism or (int(from_env) if from_env else os.cpu_count() or 2)
-        if not 0 < self.parallelism <= max_parallelism:
-            raise GraphError(f"parallelism {self.parallelism} must be in 1..{max_parallelism}")
+        if not _is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
+            raise GraphError(
+                f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
+            )
+        if parallelism is None:
+            from_env = os.environ.get("FLINTLOCK_PARALLELISM")  # set by `flintlock run`
+            if from_env:
+                parallelism = _parallelism_from_env(from_env)
+            else:
+                parallelism = min(os.cpu_count() or 2, max_parallelism)
+        _check_parallelism(parallelism, max_parallelism, "StreamExecutionEnvironment: parallelism")
+        self.parallelism = parallelism
         self.spark = spark
         self.master = master or os.environ.get("FLINTLOCK_MASTER")
         self.checkpoint_dir = checkpoint_dir
@@ -79,8 +104,17 @@ class StreamExecutionEnvironment:
         batch_size: int = 65536,
         watermark_strategy: WatermarkStrategy | None = None,
     ) -> DataStream:
-        """A bounded stream of dicts (held in the job: for small data and tests)."""
-        return self.from_source(CollectionSource(rows, batch_size, schema), watermark_strategy)
+        """A bounded stream of dicts (held in the job: for small data and tests).
+
+        Typed by ``schema``, or by inference over every row; an empty collection with a
+        schema is an empty stream of that schema."""
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise GraphError(f"from_collection: schema must be a pyarrow.Schema, not {schema!r}")
+        _check_batch_size(batch_size, "from_collection")
+        if isinstance(rows, pa.Table):
+            raise GraphError("from_collection takes rows (dicts); use from_arrow for a Table")
+        data = rows if isinstance(rows, list | tuple) else list(rows)
+        return self.from_source(CollectionSource(data, batch_size, schema), watermark_strategy)
 
     def from_arrow(
         self,
@@ -89,12 +123,16 @@ class StreamExecutionEnvironment:
         watermark_strategy: WatermarkStrategy | None = None,
     ) -> DataStream:
         """A bounded stream of a pyarrow Table's rows."""
+        if not isinstance(table, pa.Table):
+            raise GraphError(f"from_arrow takes a pyarrow.Table, not {type(table).__name__}")
+        _check_batch_size(batch_size, "from_arrow")
         return self.from_source(CollectionSource(table, batch_size), watermark_strategy)
 
     def from_dataframe(self, frame: DataFrame, name: str = "dataframe") -> DataStream:
         """A bounded stream of a Spark DataFrame, read by ``parallelism`` subtasks."""
         stream = self.from_source(DataFrameSource(), name=name)
         stream.transformation.spark_source = frame.repartition(self.parallelism)
+        stream.schema = _dataframe_schema(frame)
         return stream
 
     def from_parquet(
@@ -104,7 +142,15 @@ class StreamExecutionEnvironment:
         watermark_strategy: WatermarkStrategy | None = None,
     ) -> DataStream:
         """A bounded stream of the Parquet files under ``path`` (local path or URI)."""
-        return self.from_source(ParquetSource(path, batch_size), watermark_strategy)
+        _check_batch_size(batch_size, "from_parquet")
+        source = ParquetSource(path, batch_size)
+        try:
+            source.schema  # noqa: B018 - read the dataset's schema now, on the driver
+        except (OSError, pa.ArrowException) as error:
+            raise GraphError(
+                f"from_parquet: cannot read a Parquet dataset at '{path}': {error}"
+            ) from error
+        return self.from_source(source, watermark_strategy)
 
     def from_source(
         self,
@@ -112,15 +158,24 @@ class StreamExecutionEnvironment:
         watermark_strategy: WatermarkStrategy | None = None,
         name: str | None = None,
     ) -> DataStream:
-        """A stream read by a Source plugin."""
+        """A stream read by a Source plugin; its schema is known if the Source declares one."""
+        if not isinstance(source, Source):
+            raise GraphError(f"from_source takes a Source, not {type(source).__name__}")
+        if watermark_strategy is not None and not isinstance(watermark_strategy, WatermarkStrategy):
+            raise GraphError(
+                f"watermark_strategy must be a WatermarkStrategy, not {watermark_strategy!r}"
+            )
         label = self._unique(name or f"source:{source.name}")
+        schema = source.schema
+        if schema is not None and watermark_strategy is not None:
+            watermark_strategy.check_schema(schema, f"source '{label}'")
 
         def make() -> StreamOperator:
             return SourceOperator(source, watermark_strategy, name=label)
 
         t = self._add(label, make, [], is_source=True)
         column = watermark_strategy.timestamp_column if watermark_strategy else None
-        return DataStream(self, [(t, None)], timestamp_column=column)
+        return DataStream(self, [(t, None)], timestamp_column=column, schema=schema)
 
     # ---- running ----
 
@@ -138,6 +193,7 @@ class StreamExecutionEnvironment:
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
         check_job_name(job_name)
+        check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
         spark, owned = active_or_local_session(self.spark, self.master)
@@ -206,7 +262,13 @@ class StreamExecutionEnvironment:
 
 
 class DataStream:
-    """A stream of record batches; each method adds an operator and returns its output."""
+    """A stream of record batches; each method adds an operator and returns its output.
+
+    ``schema`` is the schema of its records where the job's definition shows it: sources
+    know it, filter/key_by/rebalance/broadcast keep it, map/flat_map/process know it from
+    ``output_schema=``. Checks that need it (key columns, event-time columns) are made as
+    the method is called, and skipped where it is unknown (None).
+    """
 
     def __init__(
         self,
@@ -214,11 +276,21 @@ class DataStream:
         feed: Feed,
         key_column: str | None = None,
         timestamp_column: str | None = None,
+        schema: pa.Schema | None = None,
+        key_selector: KeySelector | None = None,
     ) -> None:
         self.env = env
         self.feed = feed
-        self.key_column = key_column
+        if key_selector is None and key_column is not None:
+            key_selector = ColumnKey(key_column)
+        self.key_selector = key_selector
         self.timestamp_column = timestamp_column
+        self.schema = schema
+
+    @property
+    def key_column(self) -> str | None:
+        """The key column of a stream keyed by one column (else None)."""
+        return self.key_selector.column if isinstance(self.key_selector, ColumnKey) else None
 
     @property
     def transformation(self) -> Transformation:
@@ -229,53 +301,129 @@ class DataStream:
 
     # ---- transformations ----
 
-    def map(self, function: Any, name: str | None = None) -> DataStream:
-        """One row per row: a MapFunction or a callable on dicts (per record)."""
+    def map(
+        self, function: Any, name: str | None = None, output_schema: pa.Schema | None = None
+    ) -> DataStream:
+        """One row per row: a MapFunction or a callable on dicts (per record).
+
+        ``output_schema`` (a pa.Schema) types the output rows (else the first output's
+        types), makes the schema known downstream and is enforced at run time."""
+        _check_function("map", function, MapFunction)
+        schema = self._output_schema("map", name, function, output_schema)
         factory = self.env.operator("map")
-        return self._then("map", name, lambda n: factory(function, name=n))
+        return self._then(
+            "map",
+            name,
+            lambda n: factory(function, name=n, output_schema=output_schema),
+            schema=schema,
+        )
 
     def map_batch(
-        self, function: Callable[[pa.RecordBatch], pa.RecordBatch], name: str | None = None
+        self,
+        function: Callable[[pa.RecordBatch], pa.RecordBatch],
+        name: str | None = None,
+        output_schema: pa.Schema | None = None,
     ) -> DataStream:
-        """A batch per batch, same rows count (the fast path)."""
+        """A batch per batch, same rows count (the fast path).
+
+        ``output_schema`` makes the schema known downstream; each output batch is cast to it
+        (a missing column or a value that does not cast is an error naming the column)."""
+        _check_function("map_batch", function, MapFunction)
+        schema = self._output_schema("map_batch", name, function, output_schema)
         factory = self.env.operator("map")
-        return self._then("map", name, lambda n: factory(function, name=n, batch=True))
+        return self._then(
+            "map",
+            name,
+            lambda n: factory(function, name=n, batch=True, output_schema=output_schema),
+            schema=schema,
+        )
 
     def filter(self, function: Any, name: str | None = None) -> DataStream:
         """Keep rows where a FilterFunction or a callable on dicts holds."""
+        _check_function("filter", function, FilterFunction)
         factory = self.env.operator("filter")
-        return self._then("filter", name, lambda n: factory(function, name=n))
+        return self._then("filter", name, lambda n: factory(function, name=n), schema=self.schema)
 
     def filter_batch(
         self, function: Callable[[pa.RecordBatch], Any], name: str | None = None
     ) -> DataStream:
         """Keep rows where the boolean mask returned per batch holds (the fast path)."""
+        _check_function("filter_batch", function, FilterFunction)
         factory = self.env.operator("filter")
-        return self._then("filter", name, lambda n: factory(function, name=n, batch=True))
+        return self._then(
+            "filter", name, lambda n: factory(function, name=n, batch=True), schema=self.schema
+        )
 
-    def flat_map(self, function: Any, name: str | None = None) -> DataStream:
-        """Zero or more rows per row."""
+    def flat_map(
+        self, function: Any, name: str | None = None, output_schema: pa.Schema | None = None
+    ) -> DataStream:
+        """Zero or more rows per row; ``output_schema`` as for ``map``."""
+        _check_function("flat_map", function, FlatMapFunction)
+        schema = self._output_schema("flat_map", name, function, output_schema)
         factory = self.env.operator("flat_map")
-        return self._then("flat_map", name, lambda n: factory(function, name=n))
+        return self._then(
+            "flat_map",
+            name,
+            lambda n: factory(function, name=n, output_schema=output_schema),
+            schema=schema,
+        )
 
-    def key_by(self, column: str) -> DataStream:
-        """Partition by the key group of ``column``: keyed state and timers downstream."""
-        feed: Feed = [(t, hash_by(column)) for t, _ in self.feed]
-        return DataStream(self.env, feed, key_column=column, timestamp_column=self.timestamp_column)
+    def key_by(self, key: Key) -> DataStream:
+        """Partition by the key group of the key: keyed state and timers downstream.
 
-    def process(self, function: ProcessFunction, name: str | None = None) -> DataStream:
-        """A ProcessFunction per record; keyed (state, timers) after key_by."""
-        key, stamp = self.key_column, self.timestamp_column
+        ``key`` is a column name, a list of column names (one combined key; keyed functions
+        see it as a tuple from ``ctx.get_current_key()``), or a key selector: a
+        ``KeySelector`` or a function of the row (a dict) returning the key — called once
+        per record on each side of the exchange, so it is the slow path. Columns are
+        checked against the known schema now."""
+        selector = self._key_selector(key)
+        feed: Feed = [(t, hash_by(selector)) for t, _ in self.feed]
+        return DataStream(
+            self.env,
+            feed,
+            key_selector=selector,
+            timestamp_column=self.timestamp_column,
+            schema=self.schema,
+        )
+
+    def process(
+        self,
+        function: ProcessFunction,
+        name: str | None = None,
+        output_schema: pa.Schema | None = None,
+    ) -> DataStream:
+        """A ProcessFunction per record; keyed (state, timers) after key_by.
+
+        ``output_schema`` types what ``out.collect`` emits, as for ``map``."""
+        _check_function("process", function, ProcessFunction, callable_ok=False)
+        schema = self._output_schema("process", name, function, output_schema)
+        self._check_event_time("process", name)
+        key, stamp = self.key_selector, self.timestamp_column
+        if key is None and isinstance(function, KeyedProcessFunction):
+            raise GraphError(
+                f"process({name or ''}) after {self._follows()}: {type(function).__name__} is "
+                f"a KeyedProcessFunction, which needs a keyed stream: call key_by(...) first"
+            )
         if key is not None:
             keyed = self.env.operator("keyed_process")
             return self._then(
                 "keyed_process",
                 name,
-                lambda n: keyed(function, key_column=key, timestamp_column=stamp, name=n),
+                lambda n: keyed(
+                    function,
+                    key_selector=key,
+                    timestamp_column=stamp,
+                    name=n,
+                    output_schema=output_schema,
+                ),
+                schema=schema,
             )
         plain = self.env.operator("process")
         return self._then(
-            "process", name, lambda n: plain(function, timestamp_column=stamp, name=n)
+            "process",
+            name,
+            lambda n: plain(function, timestamp_column=stamp, name=n, output_schema=output_schema),
+            schema=schema,
         )
 
     def connect(self, other: DataStream) -> ConnectedStreams:
@@ -283,11 +431,15 @@ class DataStream:
         return ConnectedStreams(self, other)
 
     def union(self, *others: DataStream) -> DataStream:
-        """Records of all streams, into the next operator's one input."""
+        """Records of all streams, into the next operator's one input; the schema stays
+        known if every stream has the same one."""
         feed = list(self.feed)
+        schema = self.schema
         for other in others:
             feed += other.feed
-        return DataStream(self.env, feed, timestamp_column=self.timestamp_column)
+            if schema is not None and not (other.schema is not None and other.schema == schema):
+                schema = None
+        return DataStream(self.env, feed, timestamp_column=self.timestamp_column, schema=schema)
 
     def transform(
         self, name: str, operator: Callable[[], StreamOperator] | str, *args: Any, **kwargs: Any
@@ -296,12 +448,17 @@ class DataStream:
         if isinstance(operator, str):
             factory = self.env.operator(operator)
             return self._then(name, name, lambda n: factory(*args, name=n, **kwargs))
+        if not callable(operator):
+            raise GraphError(
+                f"transform('{name}'): operator must be a registered operator's name or a "
+                f"factory (a callable returning an operator), not {operator!r}"
+            )
         return self._then(name, name, lambda n: _named(operator(), n))
 
     def set_parallelism(self, parallelism: int) -> DataStream:
         """Run this operator with ``parallelism`` subtasks."""
-        if not 0 < parallelism <= self.env.max_parallelism:
-            raise GraphError(f"parallelism {parallelism} must be in 1..{self.env.max_parallelism}")
+        name = self.transformation.name
+        _check_parallelism(parallelism, self.env.max_parallelism, f"'{name}': set_parallelism")
         self.transformation.parallelism = parallelism
         return self
 
@@ -316,13 +473,19 @@ class DataStream:
     def rebalance(self) -> DataStream:
         """Spread batches round robin over the next operator's subtasks."""
         return DataStream(
-            self.env, [(t, REBALANCE) for t, _ in self.feed], timestamp_column=self.timestamp_column
+            self.env,
+            [(t, REBALANCE) for t, _ in self.feed],
+            timestamp_column=self.timestamp_column,
+            schema=self.schema,
         )
 
     def broadcast(self) -> DataStream:
         """Send every batch to every subtask of the next operator."""
         return DataStream(
-            self.env, [(t, BROADCAST) for t, _ in self.feed], timestamp_column=self.timestamp_column
+            self.env,
+            [(t, BROADCAST) for t, _ in self.feed],
+            timestamp_column=self.timestamp_column,
+            schema=self.schema,
         )
 
     # ---- sinks ----
@@ -343,7 +506,8 @@ class DataStream:
 
     def collect(self, job_name: str = "collect") -> pa.Table:
         """Run the program and return this stream's rows (exactly once, via a 2PC sink)."""
-        sink = self.env.registry.get("sink", "collect")(name=self.env._unique("collect"))
+        collect_sink = self.env.registry.get("sink", "collect")
+        sink = collect_sink(name=self.env._unique("collect"), schema=self.schema)
         self.sink_to(sink, name=sink.name)
         result = self.env.execute(job_name)
         return result.collected.get(sink.name, pa.table({}))
@@ -357,11 +521,90 @@ class DataStream:
         build: Callable[[str], StreamOperator],
         sink: TwoPhaseCommitSink | None = None,
         is_sink: bool = False,
+        schema: pa.Schema | None = None,
     ) -> DataStream:
         label = self.env._unique(name or kind)
         inputs = [InputEdge(t.id, 1, p) for t, p in self.feed]
         t = self.env._add(label, lambda: build(label), inputs, sink=sink, is_sink=is_sink)
-        return DataStream(self.env, [(t, None)], timestamp_column=self.timestamp_column)
+        return DataStream(
+            self.env, [(t, None)], timestamp_column=self.timestamp_column, schema=schema
+        )
+
+    def _follows(self) -> str:
+        """The operators this stream comes out of, for messages."""
+        return " and ".join(f"'{t.name}'" for t, _ in self.feed)
+
+    def _output_schema(
+        self, method: str, name: str | None, function: Any, declared: pa.Schema | None
+    ) -> pa.Schema | None:
+        """The schema the new operator's output will have: declared, or the function's own."""
+        if declared is not None and not isinstance(declared, pa.Schema):
+            raise GraphError(
+                f"{method}({name or ''}) after {self._follows()}: output_schema must be a "
+                f"pyarrow.Schema, not {declared!r}"
+            )
+        own = declared if declared is not None else getattr(function, "output_schema", None)
+        return own if isinstance(own, pa.Schema) else None
+
+    def _check_event_time(self, method: str, name: str | None) -> None:
+        column, schema = self.timestamp_column, self.schema
+        if column is not None and schema is not None and schema.get_field_index(column) < 0:
+            raise GraphError(
+                f"{method}({name or ''}) after {self._follows()}: the event-time column "
+                f"'{column}' (the source's WatermarkStrategy) is not in its input, whose "
+                f"columns are {schema.names}; keep it in the output_schema of the operators "
+                f"before"
+            )
+
+    def _key_selector(self, key: Any) -> KeySelector:
+        """The KeySelector for ``key_by``'s argument, checked against the known schema."""
+        where = f"key_by({key!r}) after {self._follows()}"
+        if isinstance(key, KeySelector):
+            selector = key
+        elif isinstance(key, str):
+            if not key:
+                raise GraphError(f"{where}: the key column name is empty")
+            selector = ColumnKey(key)
+        elif isinstance(key, list | tuple):
+            if not key:
+                raise GraphError(f"{where}: the list of key columns is empty")
+            wrong = [c for c in key if not isinstance(c, str) or not c]
+            if wrong:
+                raise GraphError(f"{where}: key columns are column names; {wrong[0]!r} is not")
+            twice = sorted({c for c in key if key.count(c) > 1})
+            if twice:
+                raise GraphError(f"{where}: key column(s) {twice} appear more than once")
+            selector = ColumnsKey(key)
+        elif callable(key):
+            _check_one_argument(key, where)
+            selector = FunctionKey(key)
+        else:
+            raise GraphError(
+                f"{where}: a key is a column name, a list of column names or a key selector "
+                f"(a KeySelector, or a function of the row returning the key), not "
+                f"{type(key).__name__}"
+            )
+        if self.schema is not None and selector.columns is not None:
+            self._check_key_columns(selector.columns, where)
+        return selector
+
+    def _check_key_columns(self, columns: Sequence[str], where: str) -> None:
+        schema = self.schema
+        assert schema is not None
+        missing = [c for c in columns if schema.get_field_index(c) < 0]
+        if missing:
+            which = f"column '{missing[0]}' is" if len(missing) == 1 else f"columns {missing} are"
+            raise GraphError(
+                f"{where}: key {which} not in its schema; its columns are {schema.names}"
+            )
+        for column in columns:
+            kind = schema.field(column).type
+            if not is_key_type(kind):
+                raise GraphError(
+                    f"{where}: key column '{column}' has type {kind}, which cannot be hashed "
+                    f"stably; key by int, str, bytes or bool columns (or a key selector "
+                    f"returning such values)"
+                )
 
 
 class ConnectedStreams:
@@ -370,11 +613,20 @@ class ConnectedStreams:
     def __init__(self, first: DataStream, second: DataStream) -> None:
         self.first, self.second = first, second
 
-    def process(self, function: CoProcessFunction, name: str | None = None) -> DataStream:
-        """A CoProcessFunction; keyed when both streams were keyed."""
+    def process(
+        self,
+        function: CoProcessFunction,
+        name: str | None = None,
+        output_schema: pa.Schema | None = None,
+    ) -> DataStream:
+        """A CoProcessFunction; keyed when both streams were keyed.
+
+        ``output_schema`` types what ``out.collect`` emits, as for ``DataStream.map``."""
         env = self.first.env
-        keys = (self.first.key_column, self.second.key_column)
-        key_columns = keys if None not in keys else None
+        _check_function("co_process", function, CoProcessFunction, callable_ok=False)
+        schema = self.first._output_schema("co_process", name, function, output_schema)
+        keys = (self.first.key_selector, self.second.key_selector)
+        key_columns = keys if keys[0] is not None and keys[1] is not None else None
         stamps = (self.first.timestamp_column, self.second.timestamp_column)
         label = env._unique(name or "co_process")
         factory = env.operator("co_process")
@@ -384,11 +636,15 @@ class ConnectedStreams:
         t = env._add(
             label,
             lambda: factory(
-                function, key_columns=key_columns, timestamp_columns=stamps, name=label
+                function,
+                key_columns=key_columns,
+                timestamp_columns=stamps,
+                name=label,
+                output_schema=output_schema,
             ),
             inputs,
         )
-        return DataStream(env, [(t, None)])
+        return DataStream(env, [(t, None)], schema=schema)
 
 
 def _named(operator: StreamOperator, name: str) -> StreamOperator:
@@ -408,3 +664,69 @@ def _is_local(master: str | None) -> bool:
     """True for ``local`` and ``local[...]``, whose tasks share this machine's disk (not
     ``local-cluster[...]``, whose executors may not); an unknown master is not local."""
     return master is not None and (master == "local" or master.startswith("local["))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_parallelism(parallelism: Any, max_parallelism: int, what: str) -> None:
+    """Parallelism is an int in 1..max_parallelism (0 does not mean "the default")."""
+    if not _is_int(parallelism) or not 0 < parallelism <= max_parallelism:
+        raise GraphError(
+            f"{what} {parallelism!r} must be an int in 1..{max_parallelism} (max_parallelism)"
+        )
+
+
+def _parallelism_from_env(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise GraphError(
+            f"FLINTLOCK_PARALLELISM={value!r} is not a number; set it to an int >= 1"
+        ) from None
+
+
+def _check_batch_size(batch_size: Any, method: str) -> None:
+    if not _is_int(batch_size) or batch_size < 1:
+        raise GraphError(f"{method}: batch_size {batch_size!r} must be an int >= 1")
+
+
+def _check_function(method: str, function: Any, base: type, callable_ok: bool = True) -> None:
+    """A user function of the right kind (``base``) or, where allowed, a plain callable."""
+    if isinstance(function, base) or (callable_ok and callable(function)):
+        return
+    allowed = f"a {base.__name__}" + (" or a callable" if callable_ok else "")
+    raise GraphError(f"{method}: the function must be {allowed}, not {type(function).__name__}")
+
+
+def _check_one_argument(function: Callable[..., Any], where: str) -> None:
+    """A key selector function is called with one argument, the row."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin without a signature: accept it
+        return
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise GraphError(
+            f"{where}: a key selector function takes one argument (the row as a dict); "
+            f"its signature is {signature}"
+        ) from None
+
+
+def _dataframe_schema(frame: DataFrame) -> pa.Schema | None:
+    """The Arrow schema of the batches Spark hands ``mapInArrow`` for ``frame`` (None if
+    pyspark cannot say, e.g. a type without an Arrow conversion)."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        conf = frame.sparkSession.conf
+        large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower()
+        return to_arrow_schema(
+            frame.schema,
+            timezone=conf.get("spark.sql.session.timeZone"),
+            prefers_large_types=large == "true",
+        )
+    except Exception:
+        return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from flintlock.core.failure_report import FailureReport, offending_record, user_traceback
+
 if TYPE_CHECKING:
     from flintlock.core.task_info import TaskInfo
 
@@ -54,10 +56,12 @@ def operator_tag(error: BaseException) -> tuple[str, str] | None:
 
 
 class LifecycleError(FlintlockError):
-    """A task failed or was canceled; names task, subtask, operator and phase.
+    """A task failed or was canceled; names job, checkpoint, task, subtask, attempt,
+    operator and phase, the user's own traceback lines and the offending record.
 
-    The original error is the ``__cause__``; errors raised later while closing are
-    listed in ``closing_errors`` and in the message.
+    In the task, the original error is the ``__cause__``; errors raised later while
+    closing are listed in ``closing_errors`` and in the message. On the driver it is
+    rebuilt from the ``report`` a Spark task sent (``LifecycleError.from_report``).
     """
 
     def __init__(
@@ -70,29 +74,49 @@ class LifecycleError(FlintlockError):
         operator_position: str | None = None,
         closing_errors: list[tuple[str, BaseException]] | None = None,
     ) -> None:
-        self.task = task
-        self.subtask_index = task.subtask_index
-        self.phase = phase
-        self.operator = operator
-        self.operator_method = operator_method
-        self.canceled = isinstance(cause, TaskCanceled)
+        self.task: TaskInfo | None = task
         self.closing_errors = closing_errors or []
-        where = (
-            f"operator '{operator}' failed in {operator_method}"
-            if operator
-            else (f"task failed in {phase}")
+        report = FailureReport(
+            job_name=task.job_name,
+            run_id=task.run_id,
+            checkpoint_id=task.epoch,
+            task_name=task.task_name,
+            task_type=task.task_type,
+            subtask_index=task.subtask_index,
+            parallelism=task.parallelism,
+            attempt_number=task.attempt_number,
+            attempt_id=task.attempt_id,
+            phase=phase,
+            cause_type=type(cause).__name__,
+            cause_message=str(cause),
+            operator=operator,
+            operator_method=operator_method,
+            operator_position=operator_position,
+            canceled=isinstance(cause, TaskCanceled),
+            user_traceback=user_traceback(cause),
+            record=offending_record(cause),
+            closing_errors=[
+                f"'{name}' raised {type(error).__name__}: {error}"
+                for name, error in self.closing_errors
+            ],
         )
-        if self.canceled:
-            where = f"task canceled in {phase}"
-        lines = [
-            where,
-            f"  task: {task.task_type} '{task.task_name}', subtask "
-            f"{task.subtask_index}/{task.parallelism}, attempt {task.attempt_number}, "
-            f"epoch {task.epoch}, phase {phase}",
-        ]
-        if operator:
-            lines.append(f"  operator: '{operator}' ({operator_position})")
-        lines.append(f"  caused by: {type(cause).__name__}: {cause}")
-        for name, error in self.closing_errors:
-            lines.append(f"  also while closing: '{name}' raised {type(error).__name__}: {error}")
-        super().__init__("\n".join(lines))
+        self._take(report)
+
+    @classmethod
+    def from_report(cls, report: FailureReport) -> LifecycleError:
+        """The error as the task raised it, rebuilt on the driver from its report."""
+        error = cls.__new__(cls)
+        error.task = None
+        error.closing_errors = []
+        error._take(report)
+        return error
+
+    def _take(self, report: FailureReport) -> None:
+        self.report = report
+        self.subtask_index = report.subtask_index
+        self.phase = report.phase
+        self.operator = report.operator
+        self.operator_method = report.operator_method
+        self.canceled = report.canceled
+        self.record = report.record
+        FlintlockError.__init__(self, report.message())

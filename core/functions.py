@@ -2,7 +2,8 @@
 
 Each function works per record (``map(value)``, values as dicts) or per batch
 (``map_batch(batch)``, the fast path); override one. Per-record outputs are turned into
-a batch once per input batch, against ``output_schema`` or the first output's schema.
+a batch once per input batch, against ``output_schema`` or the first output's schema;
+per-batch outputs are cast to ``output_schema`` when one is declared.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class Function:
     """Base of every user function, with Flink's rich lifecycle (all optional)."""
 
     output_schema: pa.Schema | None = None
-    """Schema of per-record outputs; if None, fixed by the first output."""
+    """Schema of the function's output (rows built to it, batches cast to it); if None,
+    fixed by the first output. ``output_schema=`` on the DataStream method overrides it."""
 
     runtime_context: RuntimeContext
 

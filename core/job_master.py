@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_folder import JobFolder, JobRecord
@@ -120,7 +121,8 @@ class JobMaster:
             job_id=self.folder.job_id,
         )
         try:
-            with adaptive_execution_off(self.spark):
+            failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, run_id)
+            with adaptive_execution_off(self.spark), failures:
                 messages = self._epoch_frame(plan).toArrow()
             acknowledgements = self._read_messages(messages)
             checkpoint = self.coordinator.complete(

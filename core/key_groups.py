@@ -1,7 +1,8 @@
 """Key -> key group -> subtask, as in Flink, over a stable murmur hash of the key's bytes.
 
 Never Python's ``hash()``: it is salted per process, so two workers would disagree.
-Integers hash as little-endian int64, strings as UTF-8, bytes as themselves.
+Integers hash as little-endian int64, strings as UTF-8, bytes as themselves; a tuple (a
+composite key, from ``key_by([...])``) as the murmur hash of its parts' hashes, in order.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ DEFAULT_MAX_PARALLELISM = 128
 
 
 def key_bytes(key: Any) -> bytes:
-    """The normalised bytes of a key: int -> int64 LE, str -> UTF-8, bytes as is."""
+    """The normalised bytes of a key: int -> int64 LE, str -> UTF-8, bytes as is, a tuple
+    -> the 4-byte little-endian murmur hashes of its parts (``murmur.murmur3_combine``)."""
+    if isinstance(key, tuple):
+        return b"".join(
+            mmh3.hash(key_bytes(part), 0, signed=False).to_bytes(4, "little") for part in key
+        )
     if isinstance(key, bool):
         return b"\x01" if key else b"\x00"
     if isinstance(key, int):
@@ -25,7 +31,7 @@ def key_bytes(key: Any) -> bytes:
         return bytes(key)
     raise TypeError(
         f"key {key!r} of type {type(key).__name__} cannot be hashed stably; "
-        f"key by an int, str or bytes column"
+        f"key by int, str, bytes or bool values (or a tuple of them)"
     )
 
 

@@ -84,8 +84,19 @@ def murmur3_binary(array: pa.Array) -> np.ndarray:
         return _finalise(h, lengths.astype(np.uint32))
 
 
+def murmur3_combine(parts: list[np.ndarray]) -> np.ndarray:
+    """murmur3_32 of the little-endian bytes of each row's part hashes, one after the other:
+    the hash of a composite key (``key_groups.key_bytes`` of a tuple)."""
+    h = np.zeros(len(parts[0]) if parts else 0, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            h = _mix_block(h, part.astype(np.uint32))
+        return _finalise(h, 4 * len(parts))
+
+
 def hash_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """murmur3_32 of every key of a column: ints as int64, strings as UTF-8, bytes as is."""
+    """murmur3_32 of every key of a column: ints as int64, strings as UTF-8, bytes as is;
+    a struct column is a composite key (its fields hashed, then combined)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if pa.types.is_dictionary(column.type):
@@ -93,6 +104,8 @@ def hash_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if column.null_count:
         raise ValueError("key column has nulls: every record needs a key")
     kind = column.type
+    if pa.types.is_struct(kind):
+        return murmur3_combine([hash_keys(part) for part in column.flatten()])
     if pa.types.is_integer(kind):
         return murmur3_int64(column.cast(pa.int64()).to_numpy(zero_copy_only=False))
     if pa.types.is_boolean(kind):
@@ -101,7 +114,23 @@ def hash_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return murmur3_binary(column)
     if pa.types.is_large_binary(kind):
         return murmur3_binary(column)
-    raise TypeError(f"cannot route by a key of type {kind}: key by an int, str or bytes column")
+    raise TypeError(f"cannot route by a key of type {kind}: key by int, str, bytes or bool columns")
+
+
+def is_key_type(kind: pa.DataType) -> bool:
+    """True if a column of this type can be a key (hashed stably by ``hash_keys``)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_struct(kind):
+        return all(is_key_type(field.type) for field in kind)
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
 
 
 def key_groups_of(column: pa.Array | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:

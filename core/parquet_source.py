@@ -42,6 +42,14 @@ class ParquetSource(Source):
     def __init__(self, path: str, batch_size: int = 65536) -> None:
         self.path = path
         self.batch_size = batch_size
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:  # type: ignore[override]
+        """The dataset's schema (read from the files' metadata once, on the driver)."""
+        if self._schema is None:
+            self._schema = ds.dataset(self.path, format="parquet").schema
+        return self._schema
 
     def create_reader(
         self, subtask_index: int, parallelism: int, positions: dict[str, int]

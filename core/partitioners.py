@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.murmur import key_groups_of
+from flintlock.core.keys import ColumnKey, ColumnsKey, KeySelector
 
 PartitionerKind = Literal["forward", "rebalance", "broadcast", "hash"]
 
 
 @dataclass(frozen=True)
 class Partitioner:
-    """A description of an edge's partitioning; ``key_column`` for ``hash``."""
+    """A description of an edge's partitioning; ``key`` (a KeySelector) for ``hash``."""
 
     kind: PartitionerKind
-    key_column: str | None = None
+    key: KeySelector | None = None
+
+    @property
+    def key_column(self) -> str | None:
+        """The key column of a hash edge keyed by one column, else None."""
+        return self.key.column if isinstance(self.key, ColumnKey) else None
 
     def __str__(self) -> str:
-        return f"hash({self.key_column})" if self.kind == "hash" else self.kind
+        if self.kind == "hash" and self.key is not None:
+            return f"hash({self.key.describe()})"
+        return self.kind
 
 
 FORWARD = Partitioner("forward")
@@ -30,9 +37,14 @@ REBALANCE = Partitioner("rebalance")
 BROADCAST = Partitioner("broadcast")
 
 
-def hash_by(column: str) -> Partitioner:
-    """Route by key group of ``column`` (contiguous key group ranges per subtask)."""
-    return Partitioner("hash", column)
+def hash_by(key: str | Sequence[str] | KeySelector) -> Partitioner:
+    """Route by key group of the key (contiguous key group ranges per subtask): a column,
+    a list of columns (one combined key) or a KeySelector."""
+    if isinstance(key, str):
+        key = ColumnKey(key)
+    elif not isinstance(key, KeySelector):
+        key = ColumnsKey(key)
+    return Partitioner("hash", key)
 
 
 class BatchSplitter:
@@ -67,12 +79,13 @@ class BatchSplitter:
             yield from self._split_by_key(batch)
 
     def _split_by_key(self, batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
-        column = batch.column(self.partitioner.key_column)
-        groups = key_groups_of(column, self.max_parallelism).astype(np.int64)
-        targets = groups * self.parallelism // self.max_parallelism
-        if self.parallelism == 1:
-            yield 0, batch
+        if self.parallelism == 1 or batch.num_rows == 0:
+            yield 0, batch  # an empty batch still carries its schema downstream
             return
+        key = self.partitioner.key
+        assert key is not None, "a hash partitioner has a key"
+        groups = key.key_groups(batch, self.max_parallelism).astype(np.int64)
+        targets = groups * self.parallelism // self.max_parallelism
         order = np.argsort(targets, kind="stable")
         counts = np.bincount(targets, minlength=self.parallelism)
         ordered = batch.take(pa.array(order))

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from flintlock.core.events import Watermark
 from flintlock.core.operator import StreamOperator
+from flintlock.core.records import table_of_rows
 from flintlock.core.state.descriptors import ListStateDescriptor
 from flintlock.core.watermarks import WatermarkStrategy
 
@@ -38,6 +39,12 @@ class Source(ABC):
 
     name = "source"
 
+    schema: pa.Schema | None = None
+    """The schema of the batches it reads, if known on the driver (None: unknown).
+
+    A known schema lets the DataStream API check the job before Spark starts (key
+    columns, watermark columns); a source that declares one must read batches of it."""
+
     @abstractmethod
     def create_reader(
         self, subtask_index: int, parallelism: int, positions: dict[str, int]
@@ -63,7 +70,10 @@ class _CollectionReader(SourceReader):
 
 class CollectionSource(Source):
     """Batches (or rows, grouped ``batch_size`` at a time) held in memory; split i of the
-    batches goes to subtask i mod parallelism."""
+    batches goes to subtask i mod parallelism.
+
+    Rows are typed by ``schema`` or by inference over all of them; an empty collection
+    with a known schema is read as one empty batch (by subtask 0), so it keeps its schema."""
 
     name = "collection"
 
@@ -75,14 +85,16 @@ class CollectionSource(Source):
     ) -> None:
         if isinstance(data, pa.Table):
             self.batches = data.to_batches(max_chunksize=batch_size)
+            self.schema = data.schema
         elif data and isinstance(data[0], pa.RecordBatch):
             self.batches = list(data)  # type: ignore[arg-type]
+            self.schema = schema or self.batches[0].schema
         else:
-            rows = list(data)
-            self.batches = [
-                pa.RecordBatch.from_pylist(rows[i : i + batch_size], schema=schema)  # type: ignore[arg-type]
-                for i in range(0, len(rows), batch_size)
-            ]
+            table = table_of_rows(data, schema, "from_collection")  # type: ignore[arg-type]
+            self.batches = table.to_batches(max_chunksize=batch_size) if table.num_rows else []
+            self.schema = table.schema if (schema is not None or table.num_columns) else None
+        if not self.batches and self.schema is not None:
+            self.batches = [pa.RecordBatch.from_pylist([], schema=self.schema)]
 
     def create_reader(
         self, subtask_index: int, parallelism: int, positions: dict[str, int]

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 from flintlock.core.errors import FlintlockError
@@ -13,6 +14,9 @@ from flintlock.core.errors import FlintlockError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
+spark_log: str | None = None
+"""The file that took the stderr of the JVM flintlock started (None if it started none)."""
 
 QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
 
@@ -76,7 +80,7 @@ def active_or_local_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     check_worker_python()
     cores = os.cpu_count() or 2
-    session = (
+    builder = (
         SparkSession.builder.master(master or f"local[{cores}]")
         .appName("flintlock")
         .config("spark.ui.enabled", "false")
@@ -85,6 +89,37 @@ def active_or_local_session(
         .config("spark.driver.memory", os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}")
-        .getOrCreate()
     )
-    return session, True
+    launch_quiet_gateway(builder._options)
+    return builder.getOrCreate(), True
+
+
+def launch_quiet_gateway(options: dict[str, str]) -> None:
+    """Start Spark's JVM with its stderr (start-up warnings, executor logs, Java stack
+    traces) in a log file rather than on the terminal: flintlock reports task failures
+    itself. Does nothing if this process already runs a JVM."""
+    global spark_log
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(key, value)
+    path = os.path.join(tempfile.gettempdir(), f"flintlock-spark-{os.getpid()}.log")
+    with open(path, "ab") as log:
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": log})
+        except Exception as error:
+            raise SparkSetupError(
+                f"Spark's JVM did not start ({type(error).__name__}); its last words, "
+                f"from {path}:\n{_tail(path)}"
+            ) from None
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    spark_log = path
+
+
+def _tail(path: str, lines: int = 15) -> str:
+    with open(path, errors="replace") as log:
+        return "".join(log.readlines()[-lines:])

@@ -12,7 +12,8 @@ import greenlet
 import pyarrow as pa
 
 from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.errors import ChannelError, LifecycleError, TaskCanceled
+from flintlock.core.driver_failures import task_marker_path
+from flintlock.core.errors import ChannelError, FlintlockError, LifecycleError, TaskCanceled
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.message_reader import MessageReader
 from flintlock.core.message_writer import MessageWriter
@@ -81,10 +82,31 @@ class StageFunction:
         )
         task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
         task = task_type(environment, registry)
+        _leave_marker(environment.storage, info)
         try:
             yield from _run(task, writer, reader, plan)
+        except LifecycleError as error:
+            # The driver sees only this text: the report rides along on one marker line.
+            raise TaskFailedOnWorker(f"{error}\n{error.report.to_line()}") from None
         finally:
             bind_partition_input(None)
+
+
+class TaskFailedOnWorker(FlintlockError):
+    """A subtask failed on a Spark worker; its message carries the FailureReport."""
+
+
+def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:
+    """Note which subtask this Spark task runs: if its worker dies, the driver names it."""
+    storage.write_json(
+        task_marker_path(storage, info.job_name, info.run_id, info.attempt_id),
+        {
+            "task_name": info.task_name,
+            "subtask_index": info.subtask_index,
+            "parallelism": info.parallelism,
+            "attempt_number": info.attempt_number,
+        },
+    )
 
 
 def _run(

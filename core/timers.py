@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import MIN_TIMESTAMP
-from flintlock.core.state.arrow_codec import to_arrow
+from flintlock.core.state.arrow_codec import keys_from_arrow, keys_to_arrow
 from flintlock.core.state.backend import KeyedStateBackend
 
 OnTimer = Callable[[int, Any], None]
@@ -74,7 +74,7 @@ class EventTimeTimerService:
         table = pa.table(
             {
                 "key_group": pa.array([self._backend.key_group(k) for k in keys], pa.int32()),
-                "key": to_arrow(keys, None, "timer keys"),
+                "key": keys_to_arrow(keys, "timer keys"),
                 "timestamp": pa.array([ts for ts, _ in timers], pa.int64()),
             }
         )
@@ -88,7 +88,7 @@ class EventTimeTimerService:
             table = storage.read_table(path)
             for key_group, key, timestamp in zip(
                 table.column("key_group").to_pylist(),
-                table.column("key").to_pylist(),
+                keys_from_arrow(table.column("key")),
                 table.column("timestamp").to_pylist(),
                 strict=True,
             ):

@@ -33,6 +33,7 @@ from flintlock.core.functions import (
     RuntimeContext,
     SinkFunction,
 )
+from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,
@@ -40,7 +41,9 @@ from flintlock.core.job_errors import (
     JobIdentityError,
     SinkOutputError,
 )
+from flintlock.core.job_graph import GraphError
 from flintlock.core.job_master import JobExecutionResult
+from flintlock.core.keys import KeySelector
 from flintlock.core.operator import (
     OneInputStreamOperator,
     StreamOperator,
@@ -58,7 +61,7 @@ from flintlock.core.state import (
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
-from flintlock.core.watermarks import WatermarkStrategy
+from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask
@@ -72,6 +75,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_WATERMARK",
     "ChannelError",
+    "CheckpointDirectoryError",
     "CheckpointError",
     "CoProcessFunction",
     "CollectSink",
@@ -81,21 +85,25 @@ __all__ = [
     "CommittableError",
     "DataStream",
     "EmitAfterFinishError",
+    "EventTimeError",
     "ExecutionState",
     "FileSink",
     "FilterFunction",
     "FlatMapFunction",
     "FlintlockError",
     "Function",
+    "GraphError",
     "HashMapStateBackend",
     "JobExecutionResult",
     "JobIdentityError",
+    "KeySelector",
     "KeyedProcessFunction",
     "KeyedStateBackend",
     "LifecycleError",
     "ListState",
     "ListStateDescriptor",
     "MapFunction",
+    "NotPicklableError",
     "OneInputStreamOperator",
     "OneInputStreamTask",
     "PluginError",

@@ -1,4 +1,8 @@
-"""map, filter and flat_map: per batch (fast path) or per record (values as dicts)."""
+"""map, filter and flat_map: per batch (fast path) or per record (values as dicts).
+
+``output_schema`` (a pa.Schema; the argument, else the function's attribute) fixes what
+map and flat_map emit: per-record rows are built against it, batches are cast to it, and
+what does not fit raises a SchemaMismatchError naming the column."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from flintlock.core.functions import (
 )
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import RowBatchBuilder, rows_of
+from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, conform_batch, rows_of
 
 
 class _LambdaMap(MapFunction):
@@ -37,7 +41,12 @@ def _is_batch(function: Any, method: str, base: type) -> bool:
     return overrides(function, method, base) or method in vars(function)
 
 
-class MapOperator(UdfOperatorMixin, OneInputStreamOperator):
+def _output_schema(function: Any, declared: pa.Schema | None) -> pa.Schema | None:
+    """The schema given as argument, else the one the function declares (or None)."""
+    return declared if declared is not None else getattr(function, "output_schema", None)
+
+
+class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Applies a MapFunction: ``map_batch`` if it has one, else ``map`` per record."""
 
     def __init__(
@@ -45,20 +54,31 @@ class MapOperator(UdfOperatorMixin, OneInputStreamOperator):
         function: MapFunction | Callable[[Row], Row],
         name: str | None = None,
         batch: bool = False,
+        output_schema: pa.Schema | None = None,
     ) -> None:
         super().__init__(name or "map")
         self.function = as_map_function(function, batch)
         self._per_batch = _is_batch(self.function, "map_batch", MapFunction)
-        self._builder = RowBatchBuilder(self.name, self.function.output_schema)
+        self.output_schema = _output_schema(self.function, output_schema)
+        self._builder = RowBatchBuilder(self.name, self.output_schema)
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if self._per_batch:
-            self.output.emit(self.function.map_batch(batch))
+            out = self.function.map_batch(batch)
+            if self.output_schema is not None:
+                out = conform_batch(out, self.output_schema, self.name)
+            self.output.emit(out)
             return
         fn = self.function.map
         out = self._builder.build([fn(row) for row in rows_of(batch)])
         if out is not None:
             self.output.emit(out)
+        elif not batch.num_rows:
+            self.emit_empty()
+
+    def finish(self) -> None:
+        super().finish()
+        self.emit_held()
 
 
 class _LambdaFilter(FilterFunction):
@@ -91,7 +111,7 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
             fn = self.function.filter
             mask = pa.array([bool(fn(row)) for row in rows_of(batch)], pa.bool_())
         kept = batch.filter(mask)
-        if kept.num_rows:
+        if kept.num_rows or not batch.num_rows:  # an empty input batch carries its schema
             self.output.emit(kept)
 
 
@@ -103,7 +123,7 @@ class _LambdaFlatMap(FlatMapFunction):
             self.flat_map = fn  # type: ignore[assignment,method-assign]
 
 
-class FlatMapOperator(UdfOperatorMixin, OneInputStreamOperator):
+class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Zero or more rows per row (per record), or a batch per batch."""
 
     def __init__(
@@ -111,22 +131,32 @@ class FlatMapOperator(UdfOperatorMixin, OneInputStreamOperator):
         function: FlatMapFunction | Callable[[Any], Iterable[Row]],
         name: str | None = None,
         batch: bool = False,
+        output_schema: pa.Schema | None = None,
     ) -> None:
         super().__init__(name or "flat_map")
         self.function = (
             function if isinstance(function, FlatMapFunction) else _LambdaFlatMap(function, batch)
         )
         self._per_batch = _is_batch(self.function, "flat_map_batch", FlatMapFunction)
-        self._builder = RowBatchBuilder(self.name, self.function.output_schema)
+        self.output_schema = _output_schema(self.function, output_schema)
+        self._builder = RowBatchBuilder(self.name, self.output_schema)
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if self._per_batch:
             out = self.function.flat_map_batch(batch)
+            if out is not None and self.output_schema is not None:
+                out = conform_batch(out, self.output_schema, self.name)
         else:
             fn = self.function.flat_map
             out = self._builder.build([r for row in rows_of(batch) for r in fn(row)])
-        if out is not None and out.num_rows:
+        if out is not None and (out.num_rows or not batch.num_rows):
             self.output.emit(out)
+        elif not batch.num_rows:
+            self.emit_empty()
+
+    def finish(self) -> None:
+        super().finish()
+        self.emit_held()
 
 
 @hookimpl

@@ -1,8 +1,13 @@
-"""process (ProcessFunction), keyed process (state and timers) and co-process operators."""
+"""process (ProcessFunction), keyed process (state and timers) and co-process operators.
+
+A keyed operator's key is a column, a list of columns (a tuple key) or a key selector
+(``flintlock.core.keys``); ``timestamp_column`` (integer, or timestamp read as epoch
+milliseconds) gives ``ctx.timestamp()``; ``output_schema`` fixes what ``out.collect`` emits.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -14,16 +19,37 @@ from flintlock.core.functions import (
     ProcessContext,
     ProcessFunction,
 )
+from flintlock.core.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
 from flintlock.core.operator import (
     OneInputStreamOperator,
     TwoInputStreamOperator,
     UdfOperatorMixin,
 )
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import RowBatchBuilder, rows_of
+from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.watermarks import event_times
+
+KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
+"""A key as operators take it: a column, columns (a tuple key), a KeySelector or a function."""
 
 
-class _CollectingOperator(UdfOperatorMixin):
+def as_key_selector(key: KeyLike) -> KeySelector:
+    """The KeySelector for a column name, a list of column names or a function of the row."""
+    if isinstance(key, KeySelector):
+        return key
+    if isinstance(key, str):
+        if not key:
+            raise ValueError("a key column name must not be empty")
+        return ColumnKey(key)
+    if callable(key):
+        return FunctionKey(key)
+    columns = list(key)
+    if not columns or not all(isinstance(c, str) and c for c in columns):
+        raise ValueError(f"a key is a column, a list of columns or a function, not {key!r}")
+    return ColumnsKey(columns)
+
+
+class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
     """Shared by the process operators: a collector flushed as one batch per step."""
 
     name: str
@@ -33,6 +59,7 @@ class _CollectingOperator(UdfOperatorMixin):
         self._collector = Collector()
         self._ctx = ProcessContext(self)
         self._builder = RowBatchBuilder(self.name, schema)
+        self.output_schema = schema
 
     def _flush(self) -> None:
         rows = self._collector.rows
@@ -54,39 +81,53 @@ class _CollectingOperator(UdfOperatorMixin):
     def finish(self) -> None:
         super().finish()
         self._flush()  # what the function's finish() collected
+        self.emit_held()
+
+
+def _schema(function: Any, declared: pa.Schema | None) -> pa.Schema | None:
+    return declared if declared is not None else getattr(function, "output_schema", None)
 
 
 class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
     """Calls ``process_element(value, ctx, out)`` per record; keyed (state, timers) when
-    ``key_column`` is given; ``timestamp_column`` gives ``ctx.timestamp()``."""
+    ``key_column`` (a column or a list of them) or ``key_selector`` is given;
+    ``timestamp_column`` gives ``ctx.timestamp()``."""
 
     def __init__(
         self,
         function: ProcessFunction,
-        key_column: str | None = None,
+        key_column: str | Sequence[str] | None = None,
         timestamp_column: str | None = None,
         name: str | None = None,
+        key_selector: KeySelector | Callable[[dict[str, Any]], Any] | None = None,
+        output_schema: pa.Schema | None = None,
     ) -> None:
-        super().__init__(name or ("keyed_process" if key_column else "process"))
+        keyed = key_column is not None or key_selector is not None
+        super().__init__(name or ("keyed_process" if keyed else "process"))
         self.function = function
-        self.key_column = key_column
+        key = key_selector if key_selector is not None else key_column
+        self.key_selector: KeySelector | None = as_key_selector(key) if key is not None else None
+        self.key_column = key_column if isinstance(key_column, str) else None
         self.timestamp_column = timestamp_column
-        self._start_collecting(function.output_schema)
+        self._start_collecting(_schema(function, output_schema))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            self.emit_empty()
+            return
         rows = rows_of(batch)
         stamps = (
-            batch.column(self.timestamp_column).to_pylist()
+            event_times(batch, self.timestamp_column)
             if self.timestamp_column
             else [None] * len(rows)
         )
         process, ctx, out = self.function.process_element, self._ctx, self._collector
-        if self.key_column is None:
+        if self.key_selector is None:
             for row, stamp in zip(rows, stamps, strict=True):
                 ctx._timestamp = stamp
                 process(row, ctx, out)
         else:
-            keys = batch.column(self.key_column).to_pylist()
+            keys = self.key_selector.keys(batch)
             set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
             for row, key, stamp in zip(rows, keys, stamps, strict=True):
                 set_key(key)
@@ -107,31 +148,49 @@ class KeyedProcessOperator(ProcessOperator):
     def __init__(
         self,
         function: KeyedProcessFunction,
-        key_column: str,
+        key_column: str | Sequence[str] | None = None,
         timestamp_column: str | None = None,
         name: str | None = None,
+        key_selector: KeySelector | Callable[[dict[str, Any]], Any] | None = None,
+        output_schema: pa.Schema | None = None,
     ) -> None:
-        if not key_column:
-            raise ValueError("a keyed process operator needs key_column")
-        super().__init__(function, key_column, timestamp_column, name or "keyed_process")
+        if not key_column and key_selector is None:
+            raise ValueError("a keyed process operator needs key_column or key_selector")
+        super().__init__(
+            function,
+            key_column,
+            timestamp_column,
+            name or "keyed_process",
+            key_selector=key_selector,
+            output_schema=output_schema,
+        )
 
 
 class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
-    """Two inputs into a CoProcessFunction; keyed when ``key_columns`` (one per input)."""
+    """Two inputs into a CoProcessFunction; keyed when ``key_columns`` gives one key per
+    input (a column, a list of columns or a key selector each)."""
 
     def __init__(
         self,
         function: CoProcessFunction,
-        key_columns: tuple[str, str] | None = None,
+        key_columns: tuple[KeyLike, KeyLike] | None = None,
         timestamp_columns: tuple[str | None, str | None] = (None, None),
         name: str | None = None,
+        output_schema: pa.Schema | None = None,
     ) -> None:
         super().__init__(name or "co_process")
         self.function = function
         self.key_columns = key_columns
-        self.key_column = key_columns[0] if key_columns else None
+        self.key_selectors = (
+            (as_key_selector(key_columns[0]), as_key_selector(key_columns[1]))
+            if key_columns
+            else None
+        )
+        self.key_selector = self.key_selectors[0] if self.key_selectors else None
+        first = key_columns[0] if key_columns else None
+        self.key_column = first if isinstance(first, str) else None
         self.timestamp_columns = timestamp_columns
-        self._start_collecting(function.output_schema)
+        self._start_collecting(_schema(function, output_schema))
 
     def process_batch1(self, batch: pa.RecordBatch) -> None:
         self._process(batch, 0, self.function.process_element1)
@@ -140,16 +199,19 @@ class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
         self._process(batch, 1, self.function.process_element2)
 
     def _process(self, batch: pa.RecordBatch, side: int, process: Callable[..., None]) -> None:
+        if not batch.num_rows:
+            self.emit_empty()
+            return
         rows = rows_of(batch)
         stamp_column = self.timestamp_columns[side]
-        stamps = batch.column(stamp_column).to_pylist() if stamp_column else [None] * len(rows)
+        stamps = event_times(batch, stamp_column) if stamp_column else [None] * len(rows)
         ctx, out = self._ctx, self._collector
-        if self.key_columns is None:
+        if self.key_selectors is None:
             for row, stamp in zip(rows, stamps, strict=True):
                 ctx._timestamp = stamp
                 process(row, ctx, out)
         else:
-            keys = batch.column(self.key_columns[side]).to_pylist()
+            keys = self.key_selectors[side].keys(batch)
             set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
             for row, key, stamp in zip(rows, keys, stamps, strict=True):
                 set_key(key)

@@ -10,7 +10,7 @@ import pyarrow as pa
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.snapshots import StateFile
-from flintlock.core.state.arrow_codec import to_arrow
+from flintlock.core.state.arrow_codec import keys_from_arrow, keys_to_arrow, to_arrow
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.state.descriptors import StateDescriptor, ValueStateDescriptor
 from flintlock.core.state.handles import ListState, ValueState
@@ -98,7 +98,7 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
             keys = list(table)
             columns = {
                 "key_group": pa.array([self.key_group(k) for k in keys], pa.int32()),
-                "key": to_arrow(keys, None, f"keys of state '{name}'"),
+                "key": keys_to_arrow(keys, f"keys of state '{name}'"),
                 "value": to_arrow(list(table.values()), arrow_type, f"state '{name}'"),
             }
             path = f"{directory}/keyed-{safe_name(name)}.arrow"
@@ -114,7 +114,7 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
             self._restored_kinds[file.name] = file.kind
             for key_group, key, value in zip(
                 data.column("key_group").to_pylist(),
-                data.column("key").to_pylist(),
+                keys_from_arrow(data.column("key")),
                 data.column("value").to_pylist(),
                 strict=True,
             ):

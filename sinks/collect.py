@@ -37,8 +37,10 @@ class CollectSink(TwoPhaseCommitSink):
 
     name = "collect"
 
-    def __init__(self, name: str = "collect") -> None:
+    def __init__(self, name: str = "collect", schema: pa.Schema | None = None) -> None:
         self.name = name
+        self.schema = schema
+        """The stream's schema if known: the result of an input without rows has it."""
         self.result: pa.Table | None = None
         self.result_path: str | None = None
 
@@ -91,9 +93,10 @@ class CollectSink(TwoPhaseCommitSink):
         )
         if not storage.exists(result_path):  # else: committed before a crash, read it back
             tables = [self._read_staged(storage, file, context) for file in committables]
-            table = (
-                pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
-            )
+            if tables:
+                table = pa.concat_tables(tables, promote_options="permissive")
+            else:
+                table = self.schema.empty_table() if self.schema is not None else pa.table({})
             temporary = f"{result_path}.inprogress"
             storage.write_table(temporary, table)
             storage.filesystem.move(temporary, result_path)

@@ -26,7 +26,7 @@ def initialize_operator_state(
     task = context.task
     context.operator_state = OperatorStateStore(task.subtask_index, task.parallelism)
     snapshots = restore.operator_snapshots(operator.name) if restore is not None else []
-    if operator.key_column is not None:
+    if is_keyed(operator):
         key_groups = key_group_range(task.subtask_index, task.parallelism, task.max_parallelism)
         keyed = backend.create_keyed_backend(key_groups, task.max_parallelism)
         context.keyed_backend = keyed
@@ -42,6 +42,11 @@ def initialize_operator_state(
         ]
         context.operator_state.restore(storage, [(i, p, s.operator_state) for i, p, s in old])
     operator.initialize_state()
+
+
+def is_keyed(operator: StreamOperator) -> bool:
+    """True if the operator has a key: a ``key_column`` or a ``key_selector`` (KeySelector)."""
+    return operator.key_column is not None or getattr(operator, "key_selector", None) is not None
 
 
 def snapshot_operator_state(

@@ -49,6 +49,14 @@ class OperatorStateStore:
         """List state that every subtask restores whole (the union of all subtasks)."""
         return self._get(descriptor, "union")
 
+    def has_restored(self, name: str) -> bool:
+        """True if a restored snapshot holds values of state ``name`` not yet declared."""
+        return name in self._restored
+
+    def has_state(self, name: str) -> bool:
+        """True if state ``name`` was declared in this subtask."""
+        return name in self._states
+
     def _get(self, descriptor: ListStateDescriptor, mode: str) -> ListState:
         known = self._states.get(descriptor.name)
         if known is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from flintlock import CoProcessFunction, KeyedProcessFunction, ValueStateDescriptor
+from flintlock import CoProcessFunction, KeyedProcessFunction, LifecycleError, ValueStateDescriptor
 from flintlock.core.datastream import StreamExecutionEnvironment
 from flintlock.operators.process import CoProcessOperator, KeyedProcessOperator
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
@@ -84,7 +84,7 @@ def test_a_failure_on_spark_names_task_subtask_operator_and_phase(
     env.from_collection([{"v": i} for i in range(20)], batch_size=5).map(
         explode, name="enrich"
     ).rebalance().map(lambda r: r, name="after").sink_to(CollectSink())
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(LifecycleError) as caught:
         env.execute("fails")
     message = str(caught.value)
     assert "operator 'enrich' failed in process_batch" in message

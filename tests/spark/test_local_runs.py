@@ -7,9 +7,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from flintlock import StreamExecutionEnvironment
+from flintlock import FlintlockError, StreamExecutionEnvironment
 
 
 def fail_on_seven(row: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def test_a_temporary_checkpoint_dir_is_removed_after_success(spark: Any, temp_ro
 def test_a_temporary_checkpoint_dir_is_removed_after_failure(spark: Any, temp_root: Path) -> None:
     env = StreamExecutionEnvironment(parallelism=2, spark=spark)
     env.from_collection([{"v": i} for i in range(10)]).map(fail_on_seven).print()
-    with pytest.raises(Exception, match="seven"):
+    with pytest.raises(FlintlockError, match="seven"):
         env.execute("fails")
     assert leftovers(temp_root) == []
 
@@ -49,3 +50,13 @@ def test_a_temporary_checkpoint_dir_is_kept_when_asked(spark: Any, temp_root: Pa
     env.from_collection([{"v": 1}]).collect(job_name="kept")
     [kept] = leftovers(temp_root)
     assert (kept / "kept" / "_result.json").exists()
+
+
+def test_a_collect_of_no_rows_keeps_the_streams_schema(spark: Any) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    rows = [{"v": 1, "name": "a"}, {"v": 2, "name": "b"}]
+    table = (
+        env.from_collection(rows).filter_batch(lambda b: pa.array([False] * b.num_rows)).collect()
+    )
+    assert table.num_rows == 0
+    assert table.schema == pa.schema([("v", pa.int64()), ("name", pa.string())])
