@@ -73,7 +73,7 @@ def fire(markers: str, fault: Fault) -> None:
         return
     if fault.kind == "worker_kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if fault.kind.startswith("kill_"):
+    if fault.kind in DRIVER_KILLS:
         kill_driver()
     raise InjectedFault(f"injected {fault.kind} ({fault.id})")
 

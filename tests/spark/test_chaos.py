@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from chaos_faults import Fault
+from chaos_faults import DRIVER_KILLS, FUNCTION_FAULTS, WRITER_FAULTS, Fault
 
 SCRIPT = Path(__file__).with_name("chaos_driver.py")
 SEED_VARIABLE = "FLINTLOCK_CHAOS_SEED"
@@ -58,32 +58,33 @@ MAX_DRIVER_RUNS = 20
 DRIVER_TIMEOUT = 300.0
 
 REQUIRED = [
-    ("map", "raise"),
+    ("files|collect", "kill_in_commit"),
+    ("files|collect", "kill_in_post_commit"),
+    ("files", "kill_mid_commit"),
+    ("driver", "kill_after_execute"),
     ("process", "raise"),
-    ("map", "worker_kill"),
     ("process", "worker_kill"),
-    ("files", "write"),
-    ("files", "finish"),
-    ("files", "pre_commit"),
     ("collect", "write"),
     ("collect", "finish"),
     ("collect", "pre_commit"),
+    ("files", "write"),
+    ("files", "finish"),
+    ("files", "pre_commit"),
+    ("map", "raise"),
+    ("map", "worker_kill"),
     ("files", "commit"),
     ("collect", "commit"),
-    ("files|collect", "kill_in_commit"),
-    ("files", "kill_mid_commit"),
-    ("files|collect", "kill_in_post_commit"),
-    ("driver", "kill_after_execute"),
 ]
-"""One of each fault kind at each place it can happen (``a|b``: at one, drawn at random)."""
-RANDOM_KINDS = [k for k in REQUIRED if not k[1].startswith("kill_") and k[1] != "worker_kill"]
-TASK_KINDS = {"raise", "worker_kill", "write", "finish", "pre_commit"}
+"""One of each fault kind at each place it can happen (``a|b``: at one, drawn at random),
+the most constrained first, so that every seed finds a job for each."""
+RANDOM_KINDS = [k for k in REQUIRED if k[1] not in DRIVER_KILLS and k[1] != "worker_kill"]
+TASK_KINDS = {*FUNCTION_FAULTS, *WRITER_FAULTS}
 """Faults that fail a Spark task (the others happen on the driver)."""
 
 
 def category(where: str, kind: str) -> str:
     """The summary's name for a fault."""
-    if kind.startswith("kill_"):
+    if kind in DRIVER_KILLS:
         return "driver kills"
     if kind == "worker_kill":
         return "worker kills"
@@ -117,7 +118,7 @@ def fits(job: dict[str, Any], where: str, kind: str) -> bool:
     """Whether a ``kind`` fault at ``where`` can happen in ``job`` and test what it means to."""
     sinks = job["sinks"]
     kinds = [f["kind"] for f in job["faults"]]
-    if kind.startswith("kill_") and any(k.startswith("kill_") for k in kinds):
+    if kind in DRIVER_KILLS and any(k in DRIVER_KILLS for k in kinds):
         return False  # one deterministic driver kill per job
     if kind in TASK_KINDS and sum(k in TASK_KINDS for k in kinds) >= TASK_FAULTS_PER_JOB:
         return False
@@ -155,26 +156,29 @@ def make_plan(seed: int, base: Path) -> Plan:
                 "faults": [],
             }
         )
-    wanted = list(REQUIRED) + rng.choices(RANDOM_KINDS, k=EXTRA_FAULTS)
-    for number, (places, kind) in enumerate(wanted):
+    for number, (places, kind) in enumerate(REQUIRED):
         where = rng.choice(places.split("|"))
-        candidates = [job for job in jobs if fits(job, where, kind)]
-        assert candidates, f"chaos seed={seed}: no job can take a {kind} fault in {where}"
-        job = rng.choice(candidates)
-        at = at_for(rng, job, where, kind)
-        job["faults"].append(Fault(f"f{number:02d}-{where}-{kind}", where, kind, at).to_json())
+        if not any(fits(job, where, kind) for job in jobs):  # every such job has a kill
+            where = next(other for other in places.split("|") if other != where)
+        place_fault(rng, jobs, Fault(f"f{number:02d}-{where}-{kind}", where, kind))
+    for number in range(len(REQUIRED), len(REQUIRED) + EXTRA_FAULTS):
+        where, kind = rng.choice([k for k in RANDOM_KINDS if any(fits(j, *k) for j in jobs)])
+        place_fault(rng, jobs, Fault(f"f{number:02d}-{where}-{kind}", where, kind))
     not_last = [job["name"] for job in jobs[: JOBS - CHAINS]]  # a kill is due before the end
     kills = [(name, round(rng.uniform(0.0, 1.2), 3)) for name in rng.sample(not_last, RANDOM_KILLS)]
     return Plan(seed, base, jobs, sorted(kills))
 
 
-def at_for(rng: random.Random, job: dict[str, Any], where: str, kind: str) -> int:
-    """The call a fault fires at, low enough that some subtask always reaches it."""
-    if where in ("map", "process"):
-        return rng.randint(1, job["rows"] // (4 * job["parallelism"]))
-    if kind == "write":
-        return rng.randint(1, 2)
-    return 1
+def place_fault(rng: random.Random, jobs: list[dict[str, Any]], fault: Fault) -> None:
+    """Put ``fault`` in a random job where it fits, firing at a random call."""
+    job = rng.choice([job for job in jobs if fits(job, fault.where, fault.kind)])
+    if fault.where in ("map", "process"):  # some subtask always reaches that record
+        at = rng.randint(1, job["rows"] // (4 * job["parallelism"]))
+    elif fault.kind == "write":  # every sink subtask writes two batches or more
+        at = rng.randint(1, 2)
+    else:
+        at = 1
+    job["faults"].append(Fault(fault.id, fault.where, fault.kind, at).to_json())
 
 
 @dataclass
@@ -392,3 +396,17 @@ def test_every_row_exactly_once_under_random_faults(
     assert check.duplicates == 0 and check.losses == 0 and check.altered == 0, detail
     assert not left, f"{summary}\n  staged files left after the jobs returned: {left}"
     assert faults >= 20, detail
+
+
+def test_every_seed_plans_each_fault_once_within_the_retry_budgets(tmp_path: Path) -> None:
+    for seed in range(300):
+        plan = make_plan(seed, tmp_path)
+        planned = Counter((f.where, f.kind) for f in plan.faults())
+        for places, kind in REQUIRED:
+            assert sum(planned[(where, kind)] for where in places.split("|")) >= 1, (seed, kind)
+        assert len(plan.faults()) + RANDOM_KILLS >= 20
+        for job in plan.jobs:
+            kinds = [f["kind"] for f in job["faults"]]
+            assert sum(k in TASK_KINDS for k in kinds) <= TASK_FAULTS_PER_JOB, (seed, job)
+            assert kinds.count("commit") <= COMMIT_FAULTS_PER_JOB, (seed, job)
+            assert sum(k in DRIVER_KILLS for k in kinds) <= 1, (seed, job)
