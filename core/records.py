@@ -141,14 +141,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, operator_name: str) 
     extra = [name for name in names if schema.get_field_index(name) < 0]
     missing = [field.name for field in schema if field.name not in names]
     if missing or extra:
-        detail = "; ".join(
-            part
-            for part in (
-                f"missing column(s) {missing}" if missing else "",
-                f"unexpected column(s) {extra}" if extra else "",
-            )
-            if part
-        )
+        detail = _column_difference(missing, extra)
         raise SchemaMismatchError(
             f"operator '{operator_name}': its output batch does not fit output_schema "
             f"({detail}); expected columns {schema.names}, got {names}"
@@ -345,14 +338,7 @@ class RowBatchBuilder:
         expected = self._names or frozenset()
         missing = sorted(expected - row.keys())
         extra = sorted(row.keys() - expected)
-        detail = "; ".join(
-            part
-            for part in (
-                f"missing column(s) {missing}" if missing else "",
-                f"unexpected column(s) {extra}" if extra else "",
-            )
-            if part
-        )
+        detail = _column_difference(missing, extra)
         raise SchemaMismatchError(
             f"operator '{self.operator_name}': output row {row!r} does not fit the output "
             f"schema ({detail}); expected columns {sorted(expected)}"
@@ -430,3 +416,12 @@ class HeldOutputMixin:
         batch = self._builder.empty()
         if batch is not None:
             self.output.emit(batch)
+
+
+def _column_difference(missing: list[str], extra: list[str]) -> str:
+    """'missing column(s) [...]; unexpected column(s) [...]', leaving out what is empty."""
+    parts = [
+        f"missing column(s) {missing}" if missing else "",
+        f"unexpected column(s) {extra}" if extra else "",
+    ]
+    return "; ".join(part for part in parts if part)

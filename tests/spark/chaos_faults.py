@@ -115,11 +115,30 @@ class FaultsOfSink:
 
     markers: str
     faults: list[Fault]
+    writes: int
 
     def _fire(self, kind: str, count: int = 1) -> None:
         for fault in self.faults:
             if fault.kind == kind and fault.at == count:
                 fire(self.markers, fault)
+
+    def write(self, transaction: Any, batch: Any) -> None:
+        self.writes += 1
+        self._fire("write", self.writes)
+        super().write(transaction, batch)  # type: ignore[misc]
+
+    def finish(self, transaction: Any) -> None:
+        super().finish(transaction)  # type: ignore[misc]
+        self._fire("finish")
+
+    def pre_commit(self, transaction: Any) -> list[Any]:
+        committables = super().pre_commit(transaction)  # type: ignore[misc]
+        self._fire("pre_commit")
+        return committables
+
+    def post_commit(self, context: Any, *args: Any, **kwargs: Any) -> None:
+        super().post_commit(context, *args, **kwargs)  # type: ignore[misc]
+        self._fire("kill_in_post_commit")
 
 
 class FaultyFileSink(FaultsOfSink, FileSink):
@@ -130,20 +149,6 @@ class FaultyFileSink(FaultsOfSink, FileSink):
         self.markers = markers
         self.faults = faults
         self.writes = 0
-
-    def write(self, transaction: Any, batch: Any) -> None:
-        self.writes += 1
-        self._fire("write", self.writes)
-        super().write(transaction, batch)
-
-    def finish(self, transaction: Any) -> None:
-        super().finish(transaction)
-        self._fire("finish")
-
-    def pre_commit(self, transaction: Any) -> list[Any]:
-        committables = super().pre_commit(transaction)
-        self._fire("pre_commit")
-        return committables
 
     def commit(self, context: Any, committables: list[Any]) -> None:
         self._fire("kill_in_commit")
@@ -156,10 +161,6 @@ class FaultyFileSink(FaultsOfSink, FileSink):
         self.moved += 1
         self._fire("kill_mid_commit", self.moved)
 
-    def post_commit(self, context: Any, *args: Any, **kwargs: Any) -> None:
-        super().post_commit(context, *args, **kwargs)
-        self._fire("kill_in_post_commit")
-
 
 class FaultyCollectSink(FaultsOfSink, CollectSink):
     """A CollectSink whose writer and committer fail once where the plan says."""
@@ -170,25 +171,7 @@ class FaultyCollectSink(FaultsOfSink, CollectSink):
         self.faults = faults
         self.writes = 0
 
-    def write(self, transaction: Any, batch: Any) -> None:
-        self.writes += 1
-        self._fire("write", self.writes)
-        super().write(transaction, batch)
-
-    def finish(self, transaction: Any) -> None:
-        super().finish(transaction)
-        self._fire("finish")
-
-    def pre_commit(self, transaction: Any) -> list[Any]:
-        committables = super().pre_commit(transaction)
-        self._fire("pre_commit")
-        return committables
-
     def commit(self, context: Any, committables: list[Any]) -> None:
         self._fire("kill_in_commit")
         self._fire("commit")
         super().commit(context, committables)
-
-    def post_commit(self, context: Any, *args: Any, **kwargs: Any) -> None:
-        super().post_commit(context, *args, **kwargs)
-        self._fire("kill_in_post_commit")
