@@ -19,12 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from flintlock import (
+    FileSink,
     KeyedProcessFunction,
     StreamExecutionEnvironment,
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flintlock.sinks.files import FileSink
 
 DAY = 86_400  # seconds; order timestamps are seconds since the epoch (UTC)
 MAX_DISORDER = 300  # orders() shuffles timestamps by less than this
