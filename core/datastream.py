@@ -128,10 +128,23 @@ class StreamExecutionEnvironment:
         _check_batch_size(batch_size, "from_arrow")
         return self.from_source(CollectionSource(table, batch_size), watermark_strategy)
 
-    def from_dataframe(self, frame: DataFrame, name: str = "dataframe") -> DataStream:
-        """A bounded stream of a Spark DataFrame, read by ``parallelism`` subtasks."""
+    def from_dataframe(
+        self, frame: DataFrame, name: str = "dataframe", parallelism: int | None = None
+    ) -> DataStream:
+        """A bounded stream of a Spark DataFrame, read in place: each of its partitions is
+        one source subtask (one Spark task), so its rows are not shuffled first.
+
+        ``parallelism`` repartitions the input to that many subtasks instead. On Spark
+        Connect, where the partitions cannot be counted, the input is repartitioned to
+        ``parallelism`` or the environment's parallelism.
+        """
+        if parallelism is not None:
+            _check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
         stream = self.from_source(DataFrameSource(), name=name)
-        stream.transformation.spark_source = frame.repartition(self.parallelism)
+        transformation = stream.transformation
+        transformation.spark_source = frame
+        transformation.parallelism = parallelism or self.parallelism
+        transformation.parallelism_from_partitions = parallelism is None
         stream.schema = _dataframe_schema(frame)
         return stream
 
@@ -456,10 +469,13 @@ class DataStream:
         return self._then(name, name, lambda n: _named(operator(), n))
 
     def set_parallelism(self, parallelism: int) -> DataStream:
-        """Run this operator with ``parallelism`` subtasks."""
-        name = self.transformation.name
+        """Run this operator with ``parallelism`` subtasks (a DataFrame source repartitions
+        its input to that many)."""
+        transformation = self.transformation
+        name = transformation.name
         _check_parallelism(parallelism, self.env.max_parallelism, f"'{name}': set_parallelism")
-        self.transformation.parallelism = parallelism
+        transformation.parallelism = parallelism
+        transformation.parallelism_from_partitions = False
         return self
 
     def set_task_type(self, task_type: str) -> DataStream:

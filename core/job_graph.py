@@ -43,6 +43,9 @@ class Transformation:
     is_source: bool = False
     spark_source: Any = None
     """For sources that read a Spark DataFrame: the DataFrame (its partitions are subtasks)."""
+    parallelism_from_partitions: bool = False
+    """A DataFrame source read in place: its subtasks are the frame's partitions, counted
+    when the job starts (``parallelism`` is then only the fallback where they cannot be)."""
     sink: Any = None
     """For 2PC sinks: the sink, whose driver-side copy commits."""
     is_sink: bool = False

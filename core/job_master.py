@@ -3,10 +3,8 @@ completes the checkpoint and has the sinks commit (ARCHITECTURE.md sections 1, 5
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -22,12 +20,11 @@ from flintlock.core.job_folder import JobFolder, JobRecord
 from flintlock.core.job_graph import Transformation, build_job_graph
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.sink_api import TwoPhaseCommitSink
+from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-AQE = "spark.sql.adaptive.enabled"
 
 
 @dataclass
@@ -103,6 +100,7 @@ class JobMaster:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
         checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
         run_id = uuid.uuid4().hex[:12]
+        transformations = [with_source_partitions(t) for t in self.transformations]
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)
@@ -116,7 +114,7 @@ class JobMaster:
             checkpoint_uri=self.config.checkpoint_uri,
             max_parallelism=self.config.max_parallelism,
             state_backend=self.config.state_backend,
-            graph=build_job_graph(self.transformations),
+            graph=build_job_graph(transformations),
             plugins=self.config.plugins,
             job_id=self.folder.job_id,
         )
@@ -252,17 +250,3 @@ class JobMaster:
             resumed=True,
             already_finished=True,
         )
-
-
-@contextlib.contextmanager
-def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
-    """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
-    previous = spark.conf.get(AQE, None)
-    spark.conf.set(AQE, "false")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(AQE)
-        else:
-            spark.conf.set(AQE, previous)

@@ -139,7 +139,7 @@ def test_w1_three_ways_match_numpy(spark: Any, tmp_path: Path) -> None:
     results = {
         "batch": w1.flintlock_w1(spark, frame, 2, False, str(tmp_path / "batch")),
         "record": w1.flintlock_w1(spark, frame, 2, True, str(tmp_path / "record")),
-        "raw": w1.raw_map_in_arrow_w1(frame, 2),
+        "raw": w1.raw_map_in_arrow_w1(frame),
     }
     for way, (got_count, got_total) in results.items():
         assert got_count == count, way

@@ -11,7 +11,7 @@ import pytest
 
 from flintlock.core.datastream import StreamExecutionEnvironment
 from flintlock.core.job_errors import CheckpointError, CommitError, SinkOutputError
-from flintlock.core.job_master import AQE, adaptive_execution_off
+from flintlock.core.spark_sources import AQE, adaptive_execution_off
 from flintlock.sinks.files import FileSink
 
 
