@@ -28,6 +28,7 @@ from flintlock.core.job_checks import check_before_spark
 from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
+from flintlock.core.keyed_batch import KeyedBatchProcessFunction
 from flintlock.core.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
 from flintlock.core.murmur import is_key_type
 from flintlock.core.operator import StreamOperator
@@ -93,6 +94,7 @@ class StreamExecutionEnvironment:
         self.state_backend = state_backend
         self.plugins = list(plugins)
         self.registry = build_registry(build_plugin_manager(self.plugins))
+        self.registry.get("state backend", state_backend)  # a clear error for a wrong name
         self.transformations: list[Transformation] = []
 
     # ---- sources ----
@@ -192,7 +194,9 @@ class StreamExecutionEnvironment:
 
     # ---- running ----
 
-    def execute(self, job_name: str = "job", new_run: bool | None = None) -> JobExecutionResult:
+    def execute(
+        self, job_name: str = "job", new_run: bool | None = None, state_backend: str | None = None
+    ) -> JobExecutionResult:
         """Run the program as a bounded job: one epoch, final checkpoint, commits.
 
         A job is (checkpoint dir, job name). If a run of it FINISHED before, its stored
@@ -201,11 +205,14 @@ class StreamExecutionEnvironment:
         --new-run``, or FLINTLOCK_NEW_RUN=1) runs the job again anyway; its sinks' output
         modes decide what it may do to their existing output. With no ``checkpoint_dir``
         (local mode only) a temporary one is used and removed after the job, unless
-        ``keep_temporary_checkpoints`` is set.
+        ``keep_temporary_checkpoints`` is set. ``state_backend`` names the state backend of
+        this job (default: the environment's).
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
         check_job_name(job_name)
+        backend = state_backend if state_backend is not None else self.state_backend
+        self.registry.get("state backend", backend)  # a clear error for a wrong name
         check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
@@ -225,7 +232,7 @@ class StreamExecutionEnvironment:
                 job_name,
                 checkpoint_dir,
                 self.max_parallelism,
-                self.state_backend,
+                backend,
                 self.plugins,
             )
             return JobMaster(spark, self.transformations, config).execute(new_run=new_run)
@@ -436,6 +443,32 @@ class DataStream:
             "process",
             name,
             lambda n: plain(function, timestamp_column=stamp, name=n, output_schema=output_schema),
+            schema=schema,
+        )
+
+    def process_batch(
+        self,
+        function: KeyedBatchProcessFunction,
+        name: str | None = None,
+        output_schema: pa.Schema | None = None,
+    ) -> DataStream:
+        """A KeyedBatchProcessFunction on a keyed stream: called once per batch with the
+        batch and its keys, it reads and updates state for all keys at once (fast path).
+
+        ``output_schema`` is enforced on the batches it returns, as for ``map_batch``."""
+        _check_function("process_batch", function, KeyedBatchProcessFunction, callable_ok=False)
+        schema = self._output_schema("process_batch", name, function, output_schema)
+        key = self.key_selector
+        if key is None:
+            raise GraphError(
+                f"process_batch({name or ''}) after {self._follows()}: a keyed batch function "
+                f"needs a keyed stream: call key_by(...) first"
+            )
+        factory = self.env.operator("keyed_batch_process")
+        return self._then(
+            "keyed_batch_process",
+            name,
+            lambda n: factory(function, key_selector=key, name=n, output_schema=output_schema),
             schema=schema,
         )
 

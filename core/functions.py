@@ -13,8 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flintlock.core.state.descriptors import ListStateDescriptor, ValueStateDescriptor
-from flintlock.core.state.handles import ListState, ValueState
+from flintlock.core.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flintlock.core.state.handles import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
 
 if TYPE_CHECKING:
     from flintlock.core.operator import OperatorContext
@@ -45,6 +57,18 @@ class RuntimeContext:
 
     def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
         """Keyed list state (the operator must be keyed)."""
+        return self._context.keyed_state(descriptor)
+
+    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
+        """Keyed map state (the operator must be keyed)."""
+        return self._context.keyed_state(descriptor)
+
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
+        """Keyed reducing state (the operator must be keyed)."""
+        return self._context.keyed_state(descriptor)
+
+    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:
+        """Keyed aggregating state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
     def get_operator_list_state(self, descriptor: ListStateDescriptor) -> ListState:

@@ -94,6 +94,8 @@ class StreamTask:
         """Pick the state backend; the restore (if any) is read per operator later."""
         backend_type = self.registry.get("state backend", self.environment.state_backend)
         self.state_backend = backend_type()
+        if self.environment.ttl_clock is not None:
+            self.state_backend.ttl_clock = self.environment.ttl_clock
 
     def load_operator_chain(self) -> None:
         """Wire the operators into a chain; the head must fit this task type."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pluggy
@@ -31,3 +31,5 @@ class TaskEnvironment:
     state_backend: str = "hashmap"
     epoch_barrier: CheckpointBarrier | None = None
     """For source tasks: the barrier that ends their epoch (final for bounded jobs)."""
+    ttl_clock: Callable[[], int] | None = None
+    """The processing-time clock of state TTL (epoch ms); None: the wall clock."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -76,7 +76,8 @@ class TaskHarness:
     initialize_state, open and — after a restore — the checkpoint notifications.
     ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
     ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
-    snapshot with a new harness: ``restore_from=snapshot``.
+    snapshot with a new harness: ``restore_from=snapshot``. ``ttl_clock`` (e.g. a
+    ``ManualClock``) is the processing time state TTL reads.
     """
 
     task_type = "one-input"
@@ -97,6 +98,7 @@ class TaskHarness:
         task_type: str | None = None,
         input_channels: dict[int, int] | None = None,
         use_entry_points: bool = True,
+        ttl_clock: Callable[[], int] | None = None,
     ) -> None:
         if not operators:
             raise ValueError("a harness needs at least one operator")
@@ -127,6 +129,7 @@ class TaskHarness:
             restore=self.restore,
             state_backend=state_backend,
             epoch_barrier=self._epoch_barrier(),
+            ttl_clock=ttl_clock,
         )
         task_class: type[StreamTask] = registry.get("task type", self.task_type)
         self.task = task_class(self.environment, registry)

@@ -43,6 +43,7 @@ from flintlock.core.job_errors import (
 )
 from flintlock.core.job_graph import GraphError
 from flintlock.core.job_master import JobExecutionResult
+from flintlock.core.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import (
     OneInputStreamOperator,
@@ -53,8 +54,19 @@ from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
 from flintlock.core.state import (
+    AggregateFunction,
+    AggregatingState,
+    AggregatingStateDescriptor,
     ListState,
     ListStateDescriptor,
+    ManualClock,
+    MapState,
+    MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+    StateVisibility,
+    UpdateType,
     ValueState,
     ValueStateDescriptor,
 )
@@ -65,6 +77,7 @@ from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask
+from flintlock.plugins.sqlite_backend import SQLiteStateBackend
 from flintlock.plugins.two_input_task import TwoInputStreamTask
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
@@ -74,6 +87,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_WATERMARK",
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
     "ChannelError",
     "CheckpointDirectoryError",
     "CheckpointError",
@@ -97,12 +113,17 @@ __all__ = [
     "JobExecutionResult",
     "JobIdentityError",
     "KeySelector",
+    "KeyedBatchContext",
+    "KeyedBatchProcessFunction",
     "KeyedProcessFunction",
     "KeyedStateBackend",
     "LifecycleError",
     "ListState",
     "ListStateDescriptor",
+    "ManualClock",
     "MapFunction",
+    "MapState",
+    "MapStateDescriptor",
     "NotPicklableError",
     "OneInputStreamOperator",
     "OneInputStreamTask",
@@ -110,7 +131,10 @@ __all__ = [
     "PrintSink",
     "ProcessContext",
     "ProcessFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
     "RuntimeContext",
+    "SQLiteStateBackend",
     "SchemaMismatchError",
     "SinkFunction",
     "SinkOutputError",
@@ -119,12 +143,15 @@ __all__ = [
     "SourceReader",
     "SourceStreamTask",
     "StateBackend",
+    "StateTtlConfig",
+    "StateVisibility",
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
     "TwoInputStreamOperator",
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",
+    "UpdateType",
     "ValueState",
     "ValueStateDescriptor",
     "Watermark",

@@ -19,8 +19,10 @@ BUILT_INS = {
     "two-input-task",
     "source-task",
     "hashmap-backend",
+    "sqlite-backend",
     "basic-operators",
     "process-operators",
+    "batch-process-operators",
     "sink-operators",
     "print-sink",
 }
@@ -32,10 +34,9 @@ def test_builtins_arrive_through_entry_points_like_third_party_plugins() -> None
     assert {found[name] for name in BUILT_INS} == {"flintlock"}
     registry = build_registry(build_plugin_manager())
     assert {"one-input", "two-input", "source"} <= set(registry.names("task type"))
-    assert {"map", "filter", "flat_map", "process", "keyed_process", "co_process", "sink"} <= set(
-        registry.names("operator")
-    )
-    assert "hashmap" in registry.names("state backend")
+    operators = {"map", "filter", "flat_map", "process", "keyed_process", "co_process", "sink"}
+    assert operators | {"keyed_batch_process"} <= set(registry.names("operator"))
+    assert {"hashmap", "sqlite"} <= set(registry.names("state backend"))
 
 
 def test_a_missing_name_lists_what_is_known() -> None:

@@ -1,6 +1,38 @@
-"""Managed state: descriptors, state handles, backends, and operator state."""
+"""Managed state: descriptors, state handles, TTL, backends, and operator state."""
 
-from flintlock.core.state.descriptors import ListStateDescriptor, ValueStateDescriptor
-from flintlock.core.state.handles import ListState, ValueState
+from flintlock.core.state.aggregate import AggregateFunction
+from flintlock.core.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from flintlock.core.state.handles import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
+from flintlock.core.state.ttl import ManualClock, StateTtlConfig, StateVisibility, UpdateType
 
-__all__ = ["ListState", "ListStateDescriptor", "ValueState", "ValueStateDescriptor"]
+__all__ = [
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "ListState",
+    "ListStateDescriptor",
+    "ManualClock",
+    "MapState",
+    "MapStateDescriptor",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "StateDescriptor",
+    "StateTtlConfig",
+    "StateVisibility",
+    "UpdateType",
+    "ValueState",
+    "ValueStateDescriptor",
+]

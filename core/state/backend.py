@@ -9,10 +9,19 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.key_groups import key_group_of
 from flintlock.core.snapshots import StateFile
 from flintlock.core.state.descriptors import StateDescriptor
+from flintlock.core.state.ttl import Clock, wall_clock_ms
+
+KEY_GROUP_CACHE_SIZE = 1 << 16
+"""Keys whose key group is remembered; the cache starts over when full (memory bound)."""
 
 
 class KeyedStateBackend(ABC):
-    """Keyed state of one operator in one subtask, for the key groups it owns."""
+    """Keyed state of one operator in one subtask, for the key groups it owns.
+
+    ``ttl_clock`` is the processing-time clock TTL reads (epoch ms; a harness injects a
+    ``ManualClock``)."""
+
+    ttl_clock: Clock = staticmethod(wall_clock_ms)
 
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         self.key_groups = key_groups
@@ -31,6 +40,8 @@ class KeyedStateBackend(ABC):
                     f"key {key!r} is in key group {key_group}, not in this subtask's "
                     f"{self.key_groups.start}..{self.key_groups.stop - 1}"
                 )
+            if len(self._key_group_cache) >= KEY_GROUP_CACHE_SIZE:
+                self._key_group_cache.clear()
             self._key_group_cache[key] = key_group
         self.current_key = key
         self.current_key_group = key_group
@@ -42,7 +53,7 @@ class KeyedStateBackend(ABC):
 
     @abstractmethod
     def get_state(self, descriptor: StateDescriptor) -> Any:
-        """The ValueState or ListState handle for ``descriptor`` (same handle each call)."""
+        """The state handle for ``descriptor`` (the same handle on each call)."""
 
     @abstractmethod
     def snapshot(self, storage: CheckpointStorage, directory: str) -> list[StateFile]:
@@ -60,6 +71,8 @@ class StateBackend(ABC):
     """A state backend plugin: makes keyed state backends for operators."""
 
     name: str = "?"
+    ttl_clock: Clock = staticmethod(wall_clock_ms)
+    """The clock handed to every keyed backend it makes (set by the task)."""
 
     @abstractmethod
     def create_keyed_backend(self, key_groups: range, max_parallelism: int) -> KeyedStateBackend:

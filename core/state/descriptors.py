@@ -1,27 +1,58 @@
-"""Declare a piece of state by name, kind and (optionally) its Arrow type."""
+"""Declare a piece of state by name, kind, (optionally) its Arrow type and its TTL."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-StateKind = Literal["value", "list"]
+from flintlock.core.state.ttl import StateTtlConfig
+
+if TYPE_CHECKING:
+    from flintlock.core.state.aggregate import AggregateFunction
+
+StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
 
 
 @dataclass(frozen=True)
 class StateDescriptor:
-    """Name and kind of a state; ``arrow_type`` fixes how it is snapshotted (else inferred)."""
+    """Name and kind of a state; ``arrow_type`` fixes how it is snapshotted (else inferred);
+    ``ttl_config`` makes its entries expire (``StateTtlConfig``)."""
 
     name: str
     arrow_type: pa.DataType | None = None
 
     kind: StateKind = "value"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
-        if not self.name or "/" in self.name:
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ValueError(f"state name {self.name!r} must be non-empty without '/'")
+        if self.arrow_type is not None and not isinstance(self.arrow_type, pa.DataType):
+            raise ValueError(
+                f"state '{self.name}': arrow_type must be a pyarrow.DataType, not "
+                f"{self.arrow_type!r}"
+            )
+        if self.ttl_config is not None and not isinstance(self.ttl_config, StateTtlConfig):
+            raise ValueError(
+                f"state '{self.name}': ttl_config must be a StateTtlConfig, not {self.ttl_config!r}"
+            )
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> StateDescriptor:
+        """A copy of this descriptor whose entries expire as ``ttl_config`` says."""
+        twin = copy.copy(self)
+        object.__setattr__(twin, "ttl_config", ttl_config)
+        twin.__post_init__()
+        return twin
+
+
+def _set(descriptor: StateDescriptor, **fields: Any) -> None:
+    for name, value in fields.items():
+        object.__setattr__(descriptor, name, value)
+    descriptor.__post_init__()
 
 
 @dataclass(frozen=True)
@@ -37,3 +68,85 @@ class ListStateDescriptor(StateDescriptor):
     """A list of values per key, or per operator subtask for operator state."""
 
     kind: StateKind = "list"
+
+
+@dataclass(frozen=True, init=False)
+class MapStateDescriptor(StateDescriptor):
+    """A map per key: ``key_type`` and ``arrow_type`` type its keys and values."""
+
+    key_type: pa.DataType | None = None
+    kind: StateKind = "map"
+
+    def __init__(
+        self,
+        name: str,
+        key_type: pa.DataType | None = None,
+        arrow_type: pa.DataType | None = None,
+        ttl_config: StateTtlConfig | None = None,
+    ) -> None:
+        _set(
+            self,
+            name=name,
+            key_type=key_type,
+            arrow_type=arrow_type,
+            ttl_config=ttl_config,
+            kind="map",
+        )
+
+
+@dataclass(frozen=True, init=False)
+class ReducingStateDescriptor(StateDescriptor):
+    """One value per key, folded with ``reduce_function(current, new)`` on every add."""
+
+    reduce_function: Callable[[Any, Any], Any] = None  # type: ignore[assignment]
+    kind: StateKind = "reducing"
+
+    def __init__(
+        self,
+        name: str,
+        reduce_function: Callable[[Any, Any], Any],
+        arrow_type: pa.DataType | None = None,
+        ttl_config: StateTtlConfig | None = None,
+    ) -> None:
+        if not callable(reduce_function):
+            raise ValueError(f"state '{name}': reduce_function must be callable")
+        _set(
+            self,
+            name=name,
+            reduce_function=reduce_function,
+            arrow_type=arrow_type,
+            ttl_config=ttl_config,
+            kind="reducing",
+        )
+
+
+@dataclass(frozen=True, init=False)
+class AggregatingStateDescriptor(StateDescriptor):
+    """An accumulator per key, built by an ``AggregateFunction``; ``arrow_type`` types the
+    accumulator (what is snapshotted), not the result."""
+
+    aggregate_function: AggregateFunction = None  # type: ignore[assignment]
+    kind: StateKind = "aggregating"
+
+    def __init__(
+        self,
+        name: str,
+        aggregate_function: AggregateFunction,
+        arrow_type: pa.DataType | None = None,
+        ttl_config: StateTtlConfig | None = None,
+    ) -> None:
+        from flintlock.core.state.aggregate import AggregateFunction
+
+        if not isinstance(aggregate_function, AggregateFunction):
+            raise ValueError(
+                f"state '{name}': aggregate_function must be an AggregateFunction, not "
+                f"{type(aggregate_function).__name__}"
+            )
+        _set(
+            self,
+            name=name,
+            aggregate_function=aggregate_function,
+            arrow_type=arrow_type,
+            ttl_config=ttl_config,
+            kind="aggregating",
+        )

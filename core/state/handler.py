@@ -29,6 +29,7 @@ def initialize_operator_state(
     if is_keyed(operator):
         key_groups = key_group_range(task.subtask_index, task.parallelism, task.max_parallelism)
         keyed = backend.create_keyed_backend(key_groups, task.max_parallelism)
+        keyed.ttl_clock = backend.ttl_clock
         context.keyed_backend = keyed
         context.timers = EventTimeTimerService(keyed, operator.on_event_time)
         if snapshots:

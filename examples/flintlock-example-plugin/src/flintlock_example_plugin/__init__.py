@@ -1,5 +1,5 @@
-"""An example third-party flintlock plugin: the ``dedupe`` operator and the
-``counting-one-input`` task type.
+"""An example third-party flintlock plugin: the ``dedupe`` operator, the
+``counting-one-input`` task type and the ``key-group-dicts`` state backend.
 
 flintlock finds this module through the entry point ``example`` in the group
 ``flintlock`` (see this distribution's ``pyproject.toml``) and registers the hook
@@ -14,13 +14,17 @@ from typing import Any
 from flintlock import hookimpl
 from flintlock_example_plugin.counting_task import CountingOneInputStreamTask
 from flintlock_example_plugin.dedupe import DedupeOperator
+from flintlock_example_plugin.key_group_backend import KeyGroupStateBackend
 
 __all__ = [
     "COUNTING_TASK_TYPE",
     "DEDUPE_OPERATOR",
+    "STATE_BACKEND",
     "CountingOneInputStreamTask",
     "DedupeOperator",
+    "KeyGroupStateBackend",
     "flintlock_register_operators",
+    "flintlock_register_state_backends",
     "flintlock_register_task_types",
 ]
 
@@ -29,6 +33,10 @@ DEDUPE_OPERATOR = "dedupe"
 
 COUNTING_TASK_TYPE = "counting-one-input"
 """The name ``CountingOneInputStreamTask`` is registered under (a harness's ``task_type``)."""
+
+
+STATE_BACKEND = "key-group-dicts"
+"""The name ``KeyGroupStateBackend`` is registered under (``state_backend=...``)."""
 
 
 @hookimpl
@@ -41,3 +49,9 @@ def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
 def flintlock_register_task_types(register: Callable[[str, Any], None]) -> None:
     """Offer the ``counting-one-input`` task type."""
     register(COUNTING_TASK_TYPE, CountingOneInputStreamTask)
+
+
+@hookimpl
+def flintlock_register_state_backends(register: Callable[[str, Any], None]) -> None:
+    """Offer the ``key-group-dicts`` state backend."""
+    register(STATE_BACKEND, KeyGroupStateBackend)

@@ -1,0 +1,367 @@
+"""Keyed state handles over a backend's table: one implementation for every backend.
+
+A *table* maps a key to its stored value; a dict is one (``hashmap``), and the ``sqlite``
+backend's tables offer the same few methods (``get``, ``__setitem__``, ``pop``, and for
+batches ``get_many`` / ``set_many`` / ``delete_many``). Stored values: the value (value,
+reducing, aggregating), a list (list) or a dict (map); with TTL each value, list element
+or map entry is a ``(value, last_access_ms)`` pair. Mutable stored values are always
+written back, so a table may hand out copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flintlock.core.keys import python_keys
+from flintlock.core.state.descriptors import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from flintlock.core.state.handles import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
+
+if TYPE_CHECKING:
+    from flintlock.core.state.backend import KeyedStateBackend
+
+
+def get_many(table: Any, keys: list[Any]) -> list[Any]:
+    """The stored value of each key (None where there is none)."""
+    many = getattr(table, "get_many", None)
+    if many is not None:
+        return many(keys)
+    get = table.get
+    return [get(key) for key in keys]
+
+
+def set_many(table: Any, entries: dict[Any, Any]) -> None:
+    """Store several (key, stored value) entries."""
+    many = getattr(table, "set_many", None)
+    if many is not None:
+        many(entries)
+    else:
+        table.update(entries)
+
+
+def delete_many(table: Any, keys: Iterable[Any]) -> None:
+    """Remove several keys."""
+    many = getattr(table, "delete_many", None)
+    if many is not None:
+        many(list(keys))
+    else:
+        for key in keys:
+            table.pop(key, None)
+
+
+def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
+    return array if isinstance(array, list) else python_keys(array)
+
+
+class _ValueState(ValueState):
+    """Value state without TTL: the per-record hot path (one dict lookup per call)."""
+
+    __slots__ = ("_arrow_type", "_backend", "_default", "_table")
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
+        self._backend, self._table = backend, table
+        self._default = descriptor.default
+        self._arrow_type = descriptor.arrow_type
+
+    def value(self) -> Any:
+        return self._table.get(self._backend.current_key, self._default)
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._table[self._backend.current_key] = value
+
+    def clear(self) -> None:
+        self._table.pop(self._backend.current_key, None)
+
+    def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        default = self._default
+        stored = get_many(self._table, _python(keys))
+        return pa.array([default if s is None else s for s in stored], type=self._arrow_type)
+
+    def update_values(
+        self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
+    ) -> None:
+        latest = dict(zip(_python(keys), _python(values), strict=True))
+        cleared = [key for key, value in latest.items() if value is None]
+        for key in cleared:
+            del latest[key]
+        set_many(self._table, latest)
+        delete_many(self._table, cleared)
+
+
+class _Cell:
+    """One stored value per key with TTL: expired values are never returned and are
+    removed when read; a read refreshes the timestamp under OnReadAndWrite."""
+
+    __slots__ = ("_backend", "_refresh", "_table", "_ttl")
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+        config = descriptor.ttl_config
+        assert config is not None
+        self._backend, self._table = backend, table
+        self._ttl, self._refresh = config.ttl_ms, config.refresh_on_read
+
+    def read_stored(self, key: Any, stored: Any, now: int) -> Any:
+        """The live value of ``stored`` (a (value, ts) pair or None) for ``key``, or None."""
+        if stored is None:
+            return None
+        value, stamp = stored
+        if stamp + self._ttl <= now:
+            self._table.pop(key, None)
+            return None
+        if self._refresh and stamp != now:
+            self._table[key] = (value, now)
+        return value
+
+    def read(self) -> Any:
+        key = self._backend.current_key
+        return self.read_stored(key, self._table.get(key), self._backend.ttl_clock())
+
+    def write(self, value: Any) -> None:
+        self._table[self._backend.current_key] = (value, self._backend.ttl_clock())
+
+    def clear(self) -> None:
+        self._table.pop(self._backend.current_key, None)
+
+
+class _PlainCell(_Cell):
+    """A stored value per key without TTL (reducing and aggregating state)."""
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+        self._backend, self._table = backend, table
+
+    def read(self) -> Any:
+        return self._table.get(self._backend.current_key)
+
+    def write(self, value: Any) -> None:
+        self._table[self._backend.current_key] = value
+
+
+def _cell(backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> _Cell:
+    kind = _Cell if descriptor.ttl_config is not None else _PlainCell
+    return kind(backend, table, descriptor)
+
+
+class _TtlValueState(ValueState):
+    """Value state with TTL."""
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
+        self._backend, self._table = backend, table
+        self._cell = _Cell(backend, table, descriptor)
+        self._default = descriptor.default
+        self._arrow_type = descriptor.arrow_type
+
+    def value(self) -> Any:
+        found = self._cell.read()
+        return self._default if found is None else found
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self._cell.clear()
+        else:
+            self._cell.write(value)
+
+    def clear(self) -> None:
+        self._cell.clear()
+
+    def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        keys = _python(keys)
+        now, read, default = self._backend.ttl_clock(), self._cell.read_stored, self._default
+        found = [read(k, s, now) for k, s in zip(keys, get_many(self._table, keys), strict=True)]
+        return pa.array([default if v is None else v for v in found], type=self._arrow_type)
+
+    def update_values(
+        self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
+    ) -> None:
+        now = self._backend.ttl_clock()
+        latest = dict(zip(_python(keys), _python(values), strict=True))
+        cleared = [key for key, value in latest.items() if value is None]
+        set_many(self._table, {k: (v, now) for k, v in latest.items() if v is not None})
+        delete_many(self._table, cleared)
+
+
+class _ListState(ListState):
+    """Keyed list state; with TTL each element expires on its own."""
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+        self._backend, self._table = backend, table
+        config = descriptor.ttl_config
+        self._ttl = config.ttl_ms if config is not None else None
+        self._refresh = config is not None and config.refresh_on_read
+
+    def _live(self, key: Any) -> list[Any]:
+        """The stored elements of ``key``, expired ones removed (and written back)."""
+        stored = self._table.get(key)
+        if stored is None or self._ttl is None:
+            return stored or []
+        now = self._backend.ttl_clock()
+        live = [pair for pair in stored if pair[1] + self._ttl > now]
+        if self._refresh:
+            live = [(value, now) for value, _ in live]
+        if live != stored:
+            self._store(key, live)
+        return live
+
+    def _store(self, key: Any, stored: list[Any]) -> None:
+        if stored:
+            self._table[key] = stored
+        else:
+            self._table.pop(key, None)
+
+    def get(self) -> list[Any]:
+        live = self._live(self._backend.current_key)
+        return [value for value, _ in live] if self._ttl is not None else list(live)
+
+    def add(self, value: Any) -> None:
+        key = self._backend.current_key
+        live = self._live(key)
+        live.append((value, self._backend.ttl_clock()) if self._ttl is not None else value)
+        self._table[key] = live
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        key = self._backend.current_key
+        live = self._live(key)
+        if self._ttl is not None:
+            now = self._backend.ttl_clock()
+            live.extend((value, now) for value in values)
+        else:
+            live.extend(values)
+        self._store(key, live)
+
+    def update(self, values: Iterable[Any]) -> None:
+        values = list(values)
+        if self._ttl is not None:
+            now = self._backend.ttl_clock()
+            values = [(value, now) for value in values]
+        self._store(self._backend.current_key, values)
+
+    def clear(self) -> None:
+        self._table.pop(self._backend.current_key, None)
+
+
+class _MapState(MapState):
+    """Keyed map state; with TTL each entry expires on its own."""
+
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+        self._backend, self._table = backend, table
+        config = descriptor.ttl_config
+        self._ttl = config.ttl_ms if config is not None else None
+        self._refresh = config is not None and config.refresh_on_read
+
+    def _live(self) -> dict[Any, Any]:
+        """The current key's stored map, expired entries removed (and written back)."""
+        key = self._backend.current_key
+        stored = self._table.get(key)
+        if stored is None:
+            return {}
+        if self._ttl is None:
+            return stored
+        now, ttl = self._backend.ttl_clock(), self._ttl
+        live = {k: pair for k, pair in stored.items() if pair[1] + ttl > now}
+        if self._refresh:
+            live = {k: (value, now) for k, (value, _) in live.items()}
+        if live != stored:
+            self._store(live)
+        return live
+
+    def _store(self, stored: dict[Any, Any]) -> None:
+        if stored:
+            self._table[self._backend.current_key] = stored
+        else:
+            self._table.pop(self._backend.current_key, None)
+
+    def get(self, key: Any) -> Any:
+        entry = self._live().get(key)
+        return entry[0] if entry is not None and self._ttl is not None else entry
+
+    def put(self, key: Any, value: Any) -> None:
+        live = self._live()
+        live[key] = (value, self._backend.ttl_clock()) if self._ttl is not None else value
+        self._store(live)
+
+    def remove(self, key: Any) -> None:
+        live = self._live()
+        if key in live:
+            del live[key]
+            self._store(live)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._live()
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        live = self._live()
+        if self._ttl is None:
+            return iter(list(live.items()))
+        return iter([(key, pair[0]) for key, pair in live.items()])
+
+    def is_empty(self) -> bool:
+        return not self._live()
+
+    def clear(self) -> None:
+        self._table.pop(self._backend.current_key, None)
+
+
+class _ReducingState(ReducingState):
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
+        self._cell = _cell(backend, table, descriptor)
+        self._reduce = descriptor.reduce_function
+
+    def get(self) -> Any:
+        return self._cell.read()
+
+    def add(self, value: Any) -> None:
+        current = self._cell.read()
+        self._cell.write(value if current is None else self._reduce(current, value))
+
+    def clear(self) -> None:
+        self._cell.clear()
+
+
+class _AggregatingState(AggregatingState):
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
+        self._cell = _cell(backend, table, descriptor)
+        self._function = descriptor.aggregate_function
+
+    def get(self) -> Any:
+        accumulator = self._cell.read()
+        return None if accumulator is None else self._function.get_result(accumulator)
+
+    def add(self, value: Any) -> None:
+        accumulator = self._cell.read()
+        if accumulator is None:
+            accumulator = self._function.create_accumulator()
+        self._cell.write(self._function.add(value, accumulator))
+
+    def clear(self) -> None:
+        self._cell.clear()
+
+
+def make_handle(backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> Any:
+    """The handle user code gets for ``descriptor``, over ``table``."""
+    if isinstance(descriptor, ValueStateDescriptor):
+        kind = _ValueState if descriptor.ttl_config is None else _TtlValueState
+        return kind(backend, table, descriptor)
+    if isinstance(descriptor, ReducingStateDescriptor):
+        return _ReducingState(backend, table, descriptor)
+    if isinstance(descriptor, AggregatingStateDescriptor):
+        return _AggregatingState(backend, table, descriptor)
+    if descriptor.kind == "map":
+        return _MapState(backend, table, descriptor)
+    if descriptor.kind == "list":
+        return _ListState(backend, table, descriptor)
+    raise ValueError(f"state '{descriptor.name}' has an unknown kind {descriptor.kind!r}")

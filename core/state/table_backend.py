@@ -1,0 +1,173 @@
+"""A keyed state backend built on tables (key -> stored value): handles, snapshot, restore.
+
+Subclasses say only where a state's entries live: ``new_table`` (a dict for ``hashmap``,
+an SQLite table for ``sqlite``), ``table_chunks`` (its entries, in bounded chunks) and
+``load`` (restored entries). Handles, TTL, the snapshot file layout (``state_files``) and
+key-group filtering on restore are shared, so every backend behaves the same.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.errors import FlintlockError
+from flintlock.core.job_errors import CheckpointError
+from flintlock.core.snapshots import StateFile
+from flintlock.core.state.backend import KeyedStateBackend
+from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
+from flintlock.core.state.keyed_handles import make_handle
+from flintlock.core.state.state_files import decode, encode, has_ttl, owned_rows
+
+Chunk = tuple[list[Any], list[Any], "np.ndarray | list[int] | None"]
+"""Keys, their stored values and (if the table knows them) their key groups."""
+
+
+class StateError(FlintlockError, ValueError):
+    """A state is asked for in a way that contradicts how it was declared or restored."""
+
+
+class TableKeyedStateBackend(KeyedStateBackend):
+    """Keyed state as one table per state, written one Arrow IPC file per state."""
+
+    def __init__(self, key_groups: range, max_parallelism: int) -> None:
+        super().__init__(key_groups, max_parallelism)
+        self._tables: dict[str, Any] = {}
+        self._descriptors: dict[str, StateDescriptor] = {}
+        self._handles: dict[str, Any] = {}
+        self._restored: dict[str, tuple[str, bool]] = {}  # name -> (kind, had a TTL)
+
+    # ---- what a subclass provides ----
+
+    @abstractmethod
+    def new_table(self, name: str) -> Any:
+        """An empty table for state ``name`` (dict-like: get, __setitem__, pop)."""
+
+    @abstractmethod
+    def table_chunks(self, name: str, table: Any) -> Iterator[Chunk]:
+        """Every entry of ``table``, in chunks of bounded size."""
+
+    @abstractmethod
+    def load(self, name: str, table: Any, entries: list[tuple[int, Any, Any]]) -> None:
+        """Add restored (key group, key, stored value) entries to ``table``."""
+
+    # ---- the KeyedStateBackend interface ----
+
+    def get_state(self, descriptor: StateDescriptor) -> Any:
+        name = descriptor.name
+        known = self._descriptors.get(name)
+        if known is not None and known.kind != descriptor.kind:
+            raise StateError(
+                f"state '{name}' is a {known.kind} state, asked for as {descriptor.kind}"
+            )
+        handle = self._handles.get(name)
+        if handle is not None:
+            return handle
+        restored = self._restored.get(name)
+        if restored is not None:
+            kind, had_ttl = restored
+            if kind != descriptor.kind:
+                raise StateError(
+                    f"state '{name}' was restored as a {kind} state, asked for as {descriptor.kind}"
+                )
+            if had_ttl != (descriptor.ttl_config is not None):
+                was, now = ("with", "without") if had_ttl else ("without", "with")
+                raise StateError(
+                    f"state '{name}' was snapshotted {was} a TTL and is declared {now} one; "
+                    f"enabling or disabling TTL on existing state is not supported (as in Flink)"
+                )
+        handle = make_handle(self, self._table(name), descriptor)
+        self._handles[name] = handle
+        self._descriptors[name] = descriptor
+        return handle
+
+    def snapshot(self, storage: CheckpointStorage, directory: str) -> list[StateFile]:
+        files = []
+        now = self.ttl_clock()
+        for name, table in self._tables.items():
+            descriptor = self._descriptors.get(name)
+            if descriptor is not None:
+                kind = descriptor.kind
+                ttl = descriptor.ttl_config.ttl_ms if descriptor.ttl_config else None
+                key_type = (
+                    descriptor.key_type if isinstance(descriptor, MapStateDescriptor) else None
+                )
+                types = (descriptor.arrow_type, key_type)
+            else:
+                kind, had_ttl = self._restored.get(name, ("value", False))
+                ttl, types = (2**62 if had_ttl else None), (None, None)  # keep restored stamps
+            batches = (
+                encode(name, kind, keys, stored, groups, self.max_parallelism, types, ttl, now)
+                for keys, stored, groups in self.table_chunks(name, table)
+            )
+            path = f"{directory}/keyed-{safe_name(name)}.arrow"
+            if write_batches(storage, path, batches):
+                files.append(StateFile(name, kind, path))
+        return files
+
+    def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
+        for file in files:
+            for batch in read_batches(storage, file.path):
+                data = owned_rows(pa.Table.from_batches([batch]), self.key_groups)
+                ttl = has_ttl(data)
+                known = self._restored.setdefault(file.name, (file.kind, ttl))
+                if known != (file.kind, ttl):
+                    raise StateError(
+                        f"state '{file.name}' is a {file.kind} state in {file.path} but a "
+                        f"{known[0]} state in another file of the same checkpoint"
+                    )
+                if data.num_rows:
+                    self.load(file.name, self._table(file.name), list(decode(file.kind, data)))
+
+    def _table(self, name: str) -> Any:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = self.new_table(name)
+        return table
+
+
+def read_batches(storage: CheckpointStorage, path: str) -> Iterator[pa.RecordBatch]:
+    """The batches of an Arrow IPC state file, one at a time (restore stays memory bounded);
+    a missing or damaged file is a CheckpointError naming it."""
+    try:
+        with storage.filesystem.open_input_file(path) as source:
+            reader = pa.ipc.open_file(source)
+            for index in range(reader.num_record_batches):
+                yield reader.get_batch(index)
+    except FileNotFoundError as error:
+        raise CheckpointError(f"the Arrow file {path} is missing") from error
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
+
+
+def write_batches(
+    storage: CheckpointStorage, path: str, batches: Iterator[pa.RecordBatch | None]
+) -> bool:
+    """Stream ``batches`` into one Arrow IPC file at ``path``; False (no file) if all empty.
+
+    The first batch fixes the schema; later ones are cast to it (types inferred per chunk
+    may differ, e.g. int64 then null)."""
+    writer = sink = schema = None
+    try:
+        for batch in batches:
+            if batch is None or batch.num_rows == 0:
+                continue
+            if writer is None:
+                storage.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                sink = storage.filesystem.open_output_stream(path)
+                schema = batch.schema
+                writer = pa.ipc.new_file(sink, schema)
+            elif batch.schema != schema:
+                batch = pa.Table.from_batches([batch]).cast(schema).to_batches()[0]
+            writer.write_batch(batch)
+    finally:
+        if writer is not None:
+            writer.close()
+        if sink is not None:
+            sink.close()
+    return writer is not None
