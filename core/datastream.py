@@ -45,6 +45,9 @@ from flintlock.core.watermarks import WatermarkStrategy
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from flintlock.core.window_assigners import WindowAssigner
+    from flintlock.core.windowed_stream import WindowedStream
+
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
 """Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
 
@@ -471,6 +474,13 @@ class DataStream:
             lambda n: factory(function, key_selector=key, name=n, output_schema=output_schema),
             schema=schema,
         )
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Cut a keyed stream into event-time windows (tumbling, sliding, sessions); then
+        ``reduce``, ``aggregate`` or ``process`` each window."""
+        from flintlock.core.windowed_stream import WindowedStream
+
+        return WindowedStream(self, assigner)
 
     def connect(self, other: DataStream) -> ConnectedStreams:
         """Two streams into one two-input operator (CoProcessFunction)."""

@@ -74,6 +74,18 @@ from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
 from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
+from flintlock.core.window_assigners import (
+    EventTimeSessionWindows,
+    EventTimeTrigger,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    TumblingEventTimeWindows,
+    WindowAssigner,
+)
+from flintlock.core.window_functions import ProcessWindowFunction, WindowContext
+from flintlock.core.windowed_stream import WindowedStream
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask
@@ -102,6 +114,8 @@ __all__ = [
     "DataStream",
     "EmitAfterFinishError",
     "EventTimeError",
+    "EventTimeSessionWindows",
+    "EventTimeTrigger",
     "ExecutionState",
     "FileSink",
     "FilterFunction",
@@ -131,6 +145,7 @@ __all__ = [
     "PrintSink",
     "ProcessContext",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "RuntimeContext",
@@ -138,6 +153,7 @@ __all__ = [
     "SchemaMismatchError",
     "SinkFunction",
     "SinkOutputError",
+    "SlidingEventTimeWindows",
     "Source",
     "SourceOperator",
     "SourceReader",
@@ -148,6 +164,10 @@ __all__ = [
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
+    "TumblingEventTimeWindows",
     "TwoInputStreamOperator",
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",
@@ -156,6 +176,9 @@ __all__ = [
     "ValueStateDescriptor",
     "Watermark",
     "WatermarkStrategy",
+    "WindowAssigner",
+    "WindowContext",
+    "WindowedStream",
     "__version__",
     "hookimpl",
 ]

@@ -1,0 +1,230 @@
+"""The keyed event-time window operator (Flink's WindowOperator), on keyed state and timers.
+
+Per key, each live window's contents (a reduced row, an aggregate's accumulator, or the
+rows a ProcessWindowFunction will see) are kept in keyed MapState under the window's
+start, with its end beside it, so they are snapshotted, restored and rescaled like any
+keyed state. Event-time timers at a window's last millisecond fire it; a second timer at
+that time plus the allowed lateness drops its contents. Rows for windows already past
+the allowed lateness are late: sent to the late-data side output if one is asked for,
+else dropped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock.core.errors import FlintlockError
+from flintlock.core.functions import Collector, Function, Row
+from flintlock.core.keys import KeySelector
+from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.state import MapStateDescriptor
+from flintlock.core.watermarks import event_times
+from flintlock.core.window_assigners import EventTimeTrigger, TimeWindow, Trigger, WindowAssigner
+from flintlock.core.window_functions import WindowContents, WindowContext
+
+
+class WindowError(FlintlockError):
+    """A window operator got a row or a result it cannot handle."""
+
+
+class _TriggerContext:
+    """What a trigger may use: the watermark and the current key's event-time timers."""
+
+    __slots__ = ("_operator",)
+
+    def __init__(self, operator: WindowOperator) -> None:
+        self._operator = operator
+
+    def current_watermark(self) -> int:
+        return self._operator.current_watermark
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._operator.timer_service().register_event_time_timer(timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._operator.timer_service().delete_event_time_timer(timestamp)
+
+
+class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+    """Keyed event-time windows: assign, add, fire on the trigger, drop after lateness."""
+
+    def __init__(
+        self,
+        assigner: WindowAssigner,
+        contents: WindowContents,
+        key_selector: KeySelector,
+        timestamp_column: str,
+        trigger: Trigger | None = None,
+        allowed_lateness: int = 0,
+        name: str | None = None,
+        output_schema: pa.Schema | None = None,
+        late_rows: Callable[[list[Row]], None] | None = None,
+    ) -> None:
+        super().__init__(name or "window")
+        self.assigner = assigner
+        self.contents = contents
+        self.function = contents.window_function or Function()
+        self.key_selector = key_selector
+        self.key_column = getattr(key_selector, "column", None)
+        self.timestamp_column = timestamp_column
+        self.trigger = trigger or EventTimeTrigger()
+        self.allowed_lateness = allowed_lateness
+        self.late_rows = late_rows
+        self.late_records_dropped = 0
+        self._collector = Collector()
+        self._builder = RowBatchBuilder(self.name, output_schema)
+        self._key: Any = None
+        self._triggers = _TriggerContext(self)
+
+    def open(self) -> None:
+        super().open()
+        keyed_state = self.context.keyed_state
+        self._ends = keyed_state(MapStateDescriptor("window-ends", pa.int64(), pa.int64()))
+        self._windows = keyed_state(MapStateDescriptor("window-contents", pa.int64()))
+
+    # ---- rows ----
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            self.emit_empty()
+            return
+        rows = rows_of(batch)
+        stamps = event_times(batch, self.timestamp_column)
+        keys = self.key_selector.keys(batch)
+        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+        late: list[Row] = []
+        for row, key, stamp in zip(rows, keys, stamps, strict=True):
+            if stamp is None:
+                raise WindowError(
+                    f"window '{self.name}': a row has no event time (null in column "
+                    f"'{self.timestamp_column}'): {row!r}"
+                )
+            set_key(key)
+            self._key = key
+            if not self._add(row, stamp):
+                late.append(row)
+        if late:
+            self._late(late)
+        self._flush()
+
+    def _add(self, row: Row, timestamp: int) -> bool:
+        """Add ``row`` to its windows; False if every one of them is late."""
+        windows = self.assigner.assign(timestamp)
+        if self.assigner.merging:
+            windows = [self._merge_sessions(windows[0])]
+        added = False
+        for window in windows:
+            if self._is_late(window):
+                continue
+            added = True
+            contents = self._windows.get(window.start)
+            if contents is None:
+                contents = self.contents.create()
+                self._ends.put(window.start, window.end)
+            contents = self.contents.add(contents, row)
+            self._windows.put(window.start, contents)
+            result = self.trigger.on_element(timestamp, window, self._triggers)
+            self._act(window, result, contents)
+            self._register_cleanup(window)
+        return added or timestamp + self.allowed_lateness > self.current_watermark
+
+    def _merge_sessions(self, new: TimeWindow) -> TimeWindow:
+        """Merge ``new`` with the key's sessions it touches; their contents move to the
+        merged window, whose start may differ from each of theirs."""
+        merged, parts = new, []
+        for start, end in list(self._ends.items()):
+            window = TimeWindow(start, end)
+            if window.intersects(new):
+                merged = merged.cover(window)
+                parts.append(window)
+        if not parts or parts == [merged]:
+            return merged
+        combined = self.contents.create()
+        for window in parts:
+            combined = self.contents.merge(combined, self._windows.get(window.start))
+            self._drop(window)
+            self.trigger.clear(window, self._triggers)
+            self._triggers.delete_event_time_timer(self._cleanup_time(window))
+        self._ends.put(merged.start, merged.end)
+        self._windows.put(merged.start, combined)
+        self.trigger.on_merge(merged, self._triggers)
+        return merged
+
+    def _late(self, rows: list[Row]) -> None:
+        if self.late_rows is not None:
+            self.late_rows(rows)
+        else:
+            self.late_records_dropped += len(rows)
+
+    # ---- time ----
+
+    def on_event_time(self, timestamp: int, key: Any) -> None:
+        self._key = key
+        for start, end in list(self._ends.items()):
+            window = TimeWindow(start, end)
+            result = self.trigger.on_event_time(timestamp, window, self._triggers)
+            self._act(window, result, self._windows.get(start))
+            if timestamp == self._cleanup_time(window) and self._ends.contains(start):
+                self.trigger.clear(window, self._triggers)
+                self._drop(window)
+
+    def after_timers(self) -> None:
+        self._flush()
+
+    def _act(self, window: TimeWindow, result: Any, contents: Any) -> None:
+        if result.fires and contents is not None:
+            self._emit(window, contents)
+        if result.purges:
+            self._windows.remove(window.start)
+
+    def _is_late(self, window: TimeWindow) -> bool:
+        return self._cleanup_time(window) <= self.current_watermark
+
+    def _cleanup_time(self, window: TimeWindow) -> int:
+        return window.max_timestamp() + self.allowed_lateness
+
+    def _register_cleanup(self, window: TimeWindow) -> None:
+        self._triggers.register_event_time_timer(self._cleanup_time(window))
+
+    def _drop(self, window: TimeWindow) -> None:
+        self._windows.remove(window.start)
+        self._ends.remove(window.start)
+
+    # ---- output ----
+
+    def _emit(self, window: TimeWindow, contents: Any) -> None:
+        results = self.contents.results(contents)
+        function = self.contents.window_function
+        if function is not None:
+            function.process(self._key, WindowContext(self, window), results, self._collector)
+            return
+        for result in results:
+            if not isinstance(result, dict):
+                raise WindowError(
+                    f"window '{self.name}': the window's result {result!r} is not a row (a "
+                    f"dict); return one, or pass a ProcessWindowFunction to build it"
+                )
+            self._collector.rows.append(result)
+
+    def _flush(self) -> None:
+        rows = self._collector.rows
+        if rows:
+            self._collector.rows = []
+            batch = self._builder.build(rows)
+            if batch is not None:
+                self.output.emit(batch)
+
+    def finish(self) -> None:
+        super().finish()
+        self._flush()
+        self.emit_held()
+
+
+@hookimpl
+def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
+    register("window", WindowOperator)
