@@ -45,6 +45,7 @@ from flintlock.core.watermarks import WatermarkStrategy
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from flintlock.core.join_functions import IntervalJoin, WindowJoin
     from flintlock.core.window_assigners import WindowAssigner
     from flintlock.core.windowed_stream import WindowedStream
 
@@ -481,6 +482,20 @@ class DataStream:
         from flintlock.core.windowed_stream import WindowedStream
 
         return WindowedStream(self, assigner)
+
+    def interval_join(self, other: DataStream) -> IntervalJoin:
+        """Join this keyed stream with ``other`` (keyed alike) on event time:
+        ``.between(lower, upper).process(ProcessJoinFunction)``."""
+        from flintlock.core.join_functions import IntervalJoin
+
+        return IntervalJoin(self, other)
+
+    def join(self, other: DataStream) -> WindowJoin:
+        """Join with ``other`` per event-time window:
+        ``.where(key).equal_to(key).window(assigner).apply(fn)``."""
+        from flintlock.core.join_functions import WindowJoin
+
+        return WindowJoin(self, other)
 
     def connect(self, other: DataStream) -> ConnectedStreams:
         """Two streams into one two-input operator (CoProcessFunction)."""

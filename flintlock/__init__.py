@@ -43,6 +43,7 @@ from flintlock.core.job_errors import (
 )
 from flintlock.core.job_graph import GraphError
 from flintlock.core.job_master import JobExecutionResult
+from flintlock.core.join_functions import JoinContext, ProcessJoinFunction
 from flintlock.core.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import (
@@ -126,6 +127,7 @@ __all__ = [
     "HashMapStateBackend",
     "JobExecutionResult",
     "JobIdentityError",
+    "JoinContext",
     "KeySelector",
     "KeyedBatchContext",
     "KeyedBatchProcessFunction",
@@ -145,6 +147,7 @@ __all__ = [
     "PrintSink",
     "ProcessContext",
     "ProcessFunction",
+    "ProcessJoinFunction",
     "ProcessWindowFunction",
     "ReducingState",
     "ReducingStateDescriptor",
