@@ -56,6 +56,13 @@ def test_readme_python_blocks_run(spark: Any) -> None:
         expected.append((payment["user"], totals[payment["user"]]))
     got = [(row["user"], row["total"]) for row in namespace["table"].to_pylist()]
     assert sorted(got) == sorted(expected)
+    # the windows example: clicks per (user, 60 ms window), counted in plain Python
+    windows: dict[tuple[str, int], int] = {}
+    for click in namespace["clicks"]:
+        start = click["ts"] - click["ts"] % 60
+        windows[(click["user"], start)] = windows.get((click["user"], start), 0) + 1
+    counted = {(r["user"], r["start"]): r["clicks"] for r in namespace["per_minute"].to_pylist()}
+    assert counted == windows
 
 
 def test_example_plugin_readme_python_blocks_run() -> None:
