@@ -103,6 +103,41 @@ class WindowedStream:
             raise GraphError(f"process: give a ProcessWindowFunction, not {function!r}")
         return self._add(ListContents(function), name, output_schema)
 
+    def aggregate_columns(
+        self, aggregates: dict[str, tuple[str, str]], name: str | None = None
+    ) -> DataStream:
+        """Batch-level: ``{"output": ("column", "count"|"sum"|"min"|"max"|"mean")}`` per key
+        and tumbling or sliding window, computed with Arrow group-bys (no Python per row).
+
+        Emits the key columns, ``window_start``, ``window_end`` and one column per entry
+        when the watermark passes the window's end."""
+        stream = self.stream
+        where = f"aggregate_columns({name or ''}) after {stream._follows()}"
+        if self._trigger is not None or self._allowed_lateness:
+            raise GraphError(f"{where}: takes the default trigger and no allowed lateness")
+        if not stream.key_selector.columns:  # type: ignore[union-attr]
+            raise GraphError(f"{where}: needs a key of columns (key_by a column or columns)")
+        if not isinstance(aggregates, dict) or not aggregates:
+            raise GraphError(f"{where}: give a dict of output name -> (column, function)")
+        schema = stream.schema
+        for output, spec in aggregates.items():
+            if not (isinstance(spec, tuple) and len(spec) == 2):
+                raise GraphError(f"{where}: '{output}' must map to (column, function)")
+            if schema is not None and schema.get_field_index(spec[0]) < 0:
+                raise GraphError(
+                    f"{where}: '{output}' aggregates column '{spec[0]}', which is not in the "
+                    f"input; its columns are {schema.names}"
+                )
+        factory = stream.env.operator("window_aggregate")
+        key, column, assigner = stream.key_selector, stream.timestamp_column, self.assigner
+        try:  # check the window shape and functions now, not on the workers
+            factory(assigner, aggregates, key, column)
+        except ValueError as error:
+            raise GraphError(f"{where}: {error}") from None
+        return stream._then(
+            "window_aggregate", name, lambda n: factory(assigner, aggregates, key, column, name=n)
+        )
+
     def _check_window_function(self, function: Any) -> None:
 
         if function is not None and not isinstance(function, ProcessWindowFunction):

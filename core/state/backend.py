@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any
 
 from flintlock.core.checkpoint_storage import CheckpointStorage
@@ -62,6 +63,13 @@ class KeyedStateBackend(ABC):
     @abstractmethod
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
         """Load the rows of ``files`` whose key group this subtask owns."""
+
+    def state_keys(self, name: str) -> Iterator[Any]:
+        """Every key that has a value in state ``name`` (restored ones included), for
+        operators that keep their own per-key structures (Flink's ``getKeys``)."""
+        raise NotImplementedError(
+            f"the {type(self).__name__} state backend cannot list the keys of a state"
+        )
 
     def dispose(self) -> None:  # noqa: B027 - optional hook for backends holding resources
         """Release resources (files, memory); called once when the operator closes."""

@@ -86,6 +86,12 @@ class TableKeyedStateBackend(KeyedStateBackend):
         self._descriptors[name] = descriptor
         return handle
 
+    def state_keys(self, name: str) -> Iterator[Any]:
+        table = self._tables.get(name)
+        if table is not None:
+            for keys, _, _ in self.table_chunks(name, table):
+                yield from keys
+
     def snapshot(self, storage: CheckpointStorage, directory: str) -> list[StateFile]:
         files = []
         now = self.ttl_clock()

@@ -1,0 +1,243 @@
+"""Batch-level window aggregation: tumbling or sliding event-time windows over column
+aggregates (count, sum, min, max, mean), with Arrow group-bys per batch and no Python
+per row (``keyed.window(...).aggregate_columns({...})``).
+
+Open windows are one Arrow table of partial aggregates per (key, window start), merged
+by a second group-by; the watermark fires every window it passed in one filter. At a
+checkpoint the table goes into keyed ValueState (one list of windows per key), so it is
+restored and rescaled by key group like any keyed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flintlock.core.keys import KeySelector, python_keys
+from flintlock.core.operator import OneInputStreamOperator
+from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.state import ValueStateDescriptor
+from flintlock.core.state.arrow_codec import keys_to_arrow
+from flintlock.core.watermarks import event_time_millis
+from flintlock.core.window_assigners import (
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
+from flintlock.operators.windows import WindowError
+
+START = "window_start"
+END = "window_end"
+PARTIALS = {
+    "count": ("count", "sum"),
+    "sum": ("sum", "sum"),
+    "min": ("min", "min"),
+    "max": ("max", "max"),
+}
+"""An aggregate's partial function per batch, and how partials of one window merge."""
+FUNCTIONS = (*PARTIALS, "mean")
+
+
+def _shape(assigner: Any) -> tuple[int, int, int]:
+    """(size, slide, offset) of a tumbling or sliding assigner."""
+    if isinstance(assigner, TumblingEventTimeWindows):
+        return assigner.size, assigner.size, assigner.offset
+    if isinstance(assigner, SlidingEventTimeWindows):
+        if assigner.size % assigner.slide:
+            raise ValueError(
+                f"aggregate_columns: a sliding window's size ({assigner.size}) must be a "
+                f"multiple of its slide ({assigner.slide})"
+            )
+        return assigner.size, assigner.slide, assigner.offset
+    raise ValueError(
+        f"aggregate_columns: windows must be tumbling or sliding, not {assigner.describe()}"
+    )
+
+
+class BatchWindowAggregateOperator(OneInputStreamOperator):
+    """Aggregates columns per key and event-time window with Arrow, batch by batch."""
+
+    def __init__(
+        self,
+        assigner: Any,
+        aggregates: dict[str, tuple[str, str]],
+        key_selector: KeySelector,
+        timestamp_column: str,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name or "window_aggregate")
+        self.size, self.slide, self.offset = _shape(assigner)
+        if not key_selector.columns:
+            raise ValueError("aggregate_columns needs a key of columns, not a key function")
+        self.key_selector = key_selector
+        self.key_names = list(key_selector.columns)
+        self.key_column = self.key_names[0] if len(self.key_names) == 1 else None
+        self.timestamp_column = timestamp_column
+        self.aggregates = dict(aggregates)
+        self._partials: list[tuple[str, str]] = []  # (input column, partial function)
+        for output, (column, function) in self.aggregates.items():
+            if function not in FUNCTIONS:
+                raise ValueError(
+                    f"aggregate_columns: '{output}' uses {function!r}; use one of {FUNCTIONS}"
+                )
+            for part in ("sum", "count") if function == "mean" else (function,):
+                if (column, part) not in self._partials:
+                    self._partials.append((column, part))
+        self._parts: list[pa.Table] = []
+        self._stored_keys: list[Any] = []
+        self.late_records_dropped = 0
+
+    def open(self) -> None:
+        super().open()
+        self._state = self.context.keyed_state(ValueStateDescriptor("window-aggregates"))
+
+    # ---- rows ----
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        column = event_time_millis(batch.column(self.timestamp_column), self.timestamp_column)
+        if column.null_count:
+            raise WindowError(
+                f"window '{self.name}': {column.null_count} rows have no event time (null "
+                f"in column '{self.timestamp_column}')"
+            )
+        stamps = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+        last = (stamps - self.offset) // self.slide * self.slide + self.offset
+        copies = self.size // self.slide
+        rows = np.tile(np.arange(len(stamps)), copies)
+        starts = np.concatenate([last - i * self.slide for i in range(copies)])
+        live = starts + self.size - 1 > self.current_watermark
+        if not live.all():
+            late_rows = ~live[: len(stamps)]  # a row's last window is its latest
+            self.late_records_dropped += int(late_rows.sum())
+            rows, starts = rows[live], starts[live]
+        if not len(rows):
+            return
+        indices = pa.array(rows)
+        columns = {name: batch.column(name).take(indices) for name in self.key_names}
+        columns[START] = pa.array(starts, pa.int64())
+        for column_name, _ in self._partials:
+            if column_name not in columns:
+                columns[column_name] = batch.column(column_name).take(indices)
+        table = pa.table(columns)
+        grouped = table.group_by([*self.key_names, START], use_threads=False)
+        self._parts.append(grouped.aggregate(self._partials))
+
+    def _merged(self) -> pa.Table | None:
+        """Every open window once: the partials of all batches so far, merged."""
+        if not self._parts:
+            return None
+        if len(self._parts) == 1:
+            return self._parts[0]
+        table = pa.concat_tables(self._parts, promote_options="permissive")
+        partials = [f"{column}_{part}" for column, part in self._partials]
+        specs = [
+            (name, PARTIALS[part][1])
+            for name, (_, part) in zip(partials, self._partials, strict=True)
+        ]
+        grouped = table.group_by([*self.key_names, START], use_threads=False).aggregate(specs)
+        columns = {name: grouped.column(name) for name in (*self.key_names, START)}
+        for name, merge in specs:
+            columns[name] = grouped.column(f"{name}_{merge}")
+        merged = pa.table(columns)
+        self._parts = [merged]
+        return merged
+
+    # ---- time ----
+
+    def after_timers(self) -> None:
+        merged = self._merged()
+        if merged is None:
+            return
+        due = pc.less_equal(
+            pc.add(merged.column(START), self.size - 1), pa.scalar(self.current_watermark)
+        )
+        fired = merged.filter(due)
+        if fired.num_rows:
+            self._parts = [merged.filter(pc.invert(due))]
+            self._emit(fired.sort_by([(START, "ascending")]))
+
+    def _emit(self, fired: pa.Table) -> None:
+        columns = {name: fired.column(name) for name in self.key_names}
+        columns[START] = fired.column(START)
+        columns[END] = pc.add(fired.column(START), self.size)
+        for output, (column, function) in self.aggregates.items():
+            if function == "mean":
+                total = fired.column(f"{column}_sum").cast(pa.float64())
+                columns[output] = pc.divide(total, fired.column(f"{column}_count"))
+            else:
+                columns[output] = fired.column(f"{column}_{function}")
+        for batch in pa.table(columns).to_batches():
+            self.output.emit(batch)
+
+    # ---- state ----
+
+    def snapshot_state(self, checkpoint_id: int) -> None:
+        super().snapshot_state(checkpoint_id)
+        merged = self._merged()
+        keys: list[Any] = []
+        if merged is not None and merged.num_rows:
+            key_array, windows = self._windows_per_key(merged)
+            self._state.update_values(key_array, windows)
+            keys = python_keys(key_array)
+        gone = set(self._stored_keys) - set(keys)
+        if gone:
+            cleared = keys_to_arrow(list(gone), "window keys")
+            self._state.update_values(cleared, pa.nulls(len(cleared)))
+        self._stored_keys = keys
+
+    def initialize_state(self) -> None:
+        super().initialize_state()
+        backend = self.context.keyed_backend
+        assert backend is not None, "a keyed operator has a keyed backend"
+        try:
+            keys = list(backend.state_keys("window-aggregates"))
+        except NotImplementedError as error:
+            raise WindowError(
+                f"window '{self.name}': {error}; aggregate_columns needs it"
+            ) from None
+        if not keys:
+            return
+        handle = backend.get_state(ValueStateDescriptor("window-aggregates"))
+        windows = handle.values(keys_to_arrow(keys, "window keys")).to_pylist()
+        rows: dict[str, list[Any]] = {name: [] for name in self.key_names}
+        for key, entries in zip(keys, windows, strict=True):
+            parts = key if isinstance(key, tuple) else (key,)
+            for entry in entries or []:
+                for name, part in zip(self.key_names, parts, strict=True):
+                    rows[name].append(part)
+                for name, value in entry.items():
+                    rows.setdefault(name, []).append(value)
+        self._parts = [pa.table(rows)]
+        self._stored_keys = keys
+
+    def _windows_per_key(self, merged: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """The keys of ``merged`` once each, and each key's windows as a list of structs."""
+        ordered = merged.sort_by([(name, "ascending") for name in self.key_names])
+        keys = [ordered.column(name).combine_chunks() for name in self.key_names]
+        changes = np.zeros(ordered.num_rows, dtype=bool)
+        changes[0] = True
+        for key in keys:
+            values = key.to_numpy(zero_copy_only=False)
+            changes[1:] |= values[1:] != values[:-1]
+        firsts = np.flatnonzero(changes)
+        offsets = pa.array(np.append(firsts, ordered.num_rows), pa.int32())
+        names = [START, *(f"{column}_{part}" for column, part in self._partials)]
+        structs = pa.StructArray.from_arrays(
+            [ordered.column(name).combine_chunks() for name in names], names=names
+        )
+        windows = pa.ListArray.from_arrays(offsets, structs)
+        at = pa.array(firsts)
+        if len(keys) == 1:
+            return keys[0].take(at), windows
+        parts = [key.take(at) for key in keys]
+        return pa.StructArray.from_arrays(parts, names=[str(i) for i in range(len(parts))]), windows
+
+
+@hookimpl
+def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
+    register("window_aggregate", BatchWindowAggregateOperator)
