@@ -43,6 +43,8 @@ class WindowAssigner(ABC):
     """Puts each timestamp into windows; ``merging`` assigners' windows merge (sessions)."""
 
     merging = False
+    window_size: int | None = None
+    """The length of every window it makes, if fixed (not for sessions)."""
 
     @abstractmethod
     def assign(self, timestamp: int) -> list[TimeWindow]:
@@ -57,7 +59,7 @@ class TumblingEventTimeWindows(WindowAssigner):
     """Fixed-size, non-overlapping windows of ``size`` ms, aligned to ``offset``."""
 
     def __init__(self, size: int, offset: int = 0) -> None:
-        self.size = _positive(size, "tumbling window size")
+        self.size = self.window_size = _positive(size, "tumbling window size")
         if not isinstance(offset, int) or not 0 <= abs(offset) < size:
             raise ValueError(f"window offset must be an int with |offset| < size, not {offset!r}")
         self.offset = offset
@@ -79,7 +81,7 @@ class SlidingEventTimeWindows(WindowAssigner):
     """Windows of ``size`` ms starting every ``slide`` ms: a row is in size/slide of them."""
 
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
-        self.size = _positive(size, "sliding window size")
+        self.size = self.window_size = _positive(size, "sliding window size")
         self.slide = _positive(slide, "sliding window slide")
         if not isinstance(offset, int) or not 0 <= abs(offset) < slide:
             raise ValueError(f"window offset must be an int with |offset| < slide, not {offset!r}")

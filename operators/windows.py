@@ -165,13 +165,26 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
 
     def on_event_time(self, timestamp: int, key: Any) -> None:
         self._key = key
-        for start, end in list(self._ends.items()):
+        for start, end in self._windows_due(timestamp):
             window = TimeWindow(start, end)
             result = self.trigger.on_event_time(timestamp, window, self._triggers)
             self._act(window, result, self._windows.get(start))
             if timestamp == self._cleanup_time(window) and self._ends.contains(start):
                 self.trigger.clear(window, self._triggers)
                 self._drop(window)
+
+    def _windows_due(self, timestamp: int) -> list[tuple[int, int]]:
+        """The key's windows that fire or end at ``timestamp``: found by their start when
+        windows have one size, else (sessions) among all of the key's windows."""
+        size = self.assigner.window_size
+        if size is None:
+            return list(self._ends.items())
+        due = []
+        for start in {timestamp + 1 - size, timestamp + 1 - size - self.allowed_lateness}:
+            end = self._ends.get(start)
+            if end is not None:
+                due.append((start, end))
+        return due
 
     def after_timers(self) -> None:
         self._flush()
