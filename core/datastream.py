@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from flintlock.core.join_functions import IntervalJoin, WindowJoin
+    from flintlock.core.state.descriptors import StateDescriptor
     from flintlock.core.window_assigners import WindowAssigner
     from flintlock.core.windowed_stream import WindowedStream
 
@@ -497,8 +498,13 @@ class DataStream:
 
         return WindowJoin(self, other)
 
-    def connect(self, other: DataStream) -> ConnectedStreams:
-        """Two streams into one two-input operator (CoProcessFunction)."""
+    def connect(self, other: Any) -> Any:
+        """Two streams into one two-input operator (CoProcessFunction), or this stream with
+        a BroadcastStream (a BroadcastProcessFunction)."""
+        from flintlock.core.broadcast import BroadcastConnectedStream, BroadcastStream
+
+        if isinstance(other, BroadcastStream):
+            return BroadcastConnectedStream(self, other)
         return ConnectedStreams(self, other)
 
     def union(self, *others: DataStream) -> DataStream:
@@ -553,8 +559,14 @@ class DataStream:
             schema=self.schema,
         )
 
-    def broadcast(self) -> DataStream:
-        """Send every batch to every subtask of the next operator."""
+    def broadcast(self, *descriptors: StateDescriptor) -> Any:
+        """Send every batch to every subtask of the next operator. With state descriptors
+        (MapStateDescriptor), a BroadcastStream for the broadcast state pattern:
+        ``other.connect(stream.broadcast(rules)).process(BroadcastProcessFunction)``."""
+        if descriptors:
+            from flintlock.core.broadcast import BroadcastStream
+
+            return BroadcastStream(self, descriptors)
         return DataStream(
             self.env,
             [(t, BROADCAST) for t, _ in self.feed],

@@ -10,6 +10,12 @@ _here = _Path(__file__).resolve().parent
 if not (_here / "core").is_dir() and (_here.parent / "core" / "hookspecs.py").is_file():
     __path__.append(str(_here.parent))
 
+from flintlock.core.broadcast import (
+    BroadcastContext,
+    BroadcastProcessFunction,
+    BroadcastStream,
+    KeyedBroadcastProcessFunction,
+)
 from flintlock.core.datastream import DataStream, StreamExecutionEnvironment
 from flintlock.core.errors import (
     ChannelError,
@@ -103,6 +109,9 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "BroadcastContext",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
     "ChannelError",
     "CheckpointDirectoryError",
     "CheckpointError",
@@ -131,6 +140,7 @@ __all__ = [
     "KeySelector",
     "KeyedBatchContext",
     "KeyedBatchProcessFunction",
+    "KeyedBroadcastProcessFunction",
     "KeyedProcessFunction",
     "KeyedStateBackend",
     "LifecycleError",

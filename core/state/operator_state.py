@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.errors import FlintlockError
 from flintlock.core.snapshots import StateFile
 from flintlock.core.state.arrow_codec import to_arrow
 from flintlock.core.state.descriptors import ListStateDescriptor
@@ -31,6 +32,72 @@ class _OperatorListState(ListState):
         self.values = []
 
 
+class ReadOnlyStateError(FlintlockError, TypeError):
+    """State written where it may only be read (broadcast state outside the broadcast side)."""
+
+
+class BroadcastState:
+    """A map every subtask of an operator holds the same copy of (Flink's broadcast state):
+    written only by the broadcast side, read by the other."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        """The value of ``key``, or None."""
+        return self.entries.get(key)
+
+    def contains(self, key: Any) -> bool:
+        """True if ``key`` has a value."""
+        return key in self.entries
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """(key, value) pairs (a copy: safe to modify the state meanwhile)."""
+        return iter(list(self.entries.items()))
+
+    def put(self, key: Any, value: Any) -> None:
+        """Set the value of ``key``."""
+        self.entries[key] = value
+
+    def remove(self, key: Any) -> None:
+        """Forget ``key``."""
+        self.entries.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self.entries.clear()
+
+
+class ReadOnlyBroadcastState:
+    """The broadcast state as the non-broadcast side sees it: read, never write."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: BroadcastState) -> None:
+        self._state = state
+
+    def get(self, key: Any) -> Any:
+        """The value of ``key``, or None."""
+        return self._state.get(key)
+
+    def contains(self, key: Any) -> bool:
+        """True if ``key`` has a value."""
+        return self._state.contains(key)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """(key, value) pairs."""
+        return self._state.items()
+
+    def put(self, key: Any, value: Any) -> None:
+        """Refused: only the broadcast side writes, so every subtask's copy stays equal."""
+        raise ReadOnlyStateError(
+            "the broadcast state is read-only in process_element; update it in "
+            "process_broadcast_element, which every subtask runs for every broadcast row"
+        )
+
+    remove = clear = put  # type: ignore[assignment]
+
+
 class OperatorStateStore:
     """The operator list states of one operator in one subtask."""
 
@@ -38,6 +105,7 @@ class OperatorStateStore:
         self.subtask_index = subtask_index
         self.parallelism = parallelism
         self._states: dict[str, tuple[ListStateDescriptor, str, _OperatorListState]] = {}
+        self._broadcast: dict[str, BroadcastState] = {}
         # state name -> [(old subtask index, old parallelism, values)]
         self._restored: dict[str, list[tuple[int, int, list[Any]]]] = {}
 
@@ -48,6 +116,23 @@ class OperatorStateStore:
     def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState:
         """List state that every subtask restores whole (the union of all subtasks)."""
         return self._get(descriptor, "union")
+
+    def get_broadcast_state(self, name: str) -> BroadcastState:
+        """The broadcast (map) state ``name``; on restore every subtask takes the copy of
+        one old subtask (all copies are equal)."""
+        known = self._broadcast.get(name)
+        if known is not None:
+            return known
+        if name in self._states:
+            raise ValueError(f"operator state '{name}' was declared as list state")
+        state = BroadcastState()
+        restored = self._restored.pop(name, None)
+        if restored is not None:
+            old = sorted(restored, key=lambda r: r[0])
+            mine = old[self.subtask_index % len(old)][2]
+            state.entries = {entry["key"]: entry["value"] for entry in mine}
+        self._broadcast[name] = state
+        return state
 
     def has_restored(self, name: str) -> bool:
         """True if a restored snapshot holds values of state ``name`` not yet declared."""
@@ -90,6 +175,12 @@ class OperatorStateStore:
             path = f"{directory}/operator-{safe_name(name)}.arrow"
             storage.write_table(path, pa.table({"value": column}))
             files.append(StateFile(name, "list", path, mode))
+        for name, broadcast in self._broadcast.items():
+            entries = [{"key": k, "value": v} for k, v in broadcast.entries.items()]
+            column = to_arrow(entries, None, f"broadcast state '{name}'")
+            path = f"{directory}/broadcast-{safe_name(name)}.arrow"
+            storage.write_table(path, pa.table({"value": column}))
+            files.append(StateFile(name, "broadcast", path, "broadcast"))
         return files
 
     def restore(
