@@ -11,6 +11,7 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier, InputEvent
 from flintlock.core.operator import StreamOperator
 from flintlock.core.output import RecordWriter
+from flintlock.core.processing_time import Clock, system_clock
 from flintlock.core.snapshots import TaskRestore
 from flintlock.core.task_info import TaskInfo
 
@@ -31,3 +32,5 @@ class TaskEnvironment:
     state_backend: str = "hashmap"
     epoch_barrier: CheckpointBarrier | None = None
     """For source tasks: the barrier that ends their epoch (final for bounded jobs)."""
+    clock: Clock = system_clock
+    """Processing time in ms: the wall clock, or a harness's ManualClock."""

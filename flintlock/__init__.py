@@ -28,10 +28,12 @@ from flintlock.core.functions import (
     Function,
     KeyedProcessFunction,
     MapFunction,
+    OnTimerContext,
     ProcessContext,
     ProcessFunction,
     RuntimeContext,
     SinkFunction,
+    TimerService,
 )
 from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job_errors import (
@@ -50,6 +52,8 @@ from flintlock.core.operator import (
     TwoInputStreamOperator,
 )
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.processing_time import ManualClock
+from flintlock.core.side_outputs import OutputTag, SideOutputError
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
 from flintlock.core.state import (
@@ -61,6 +65,8 @@ from flintlock.core.state import (
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
+from flintlock.core.timers import TimeDomain
+from flintlock.core.watermark_generators import WatermarkGenerator, WatermarkOutput
 from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
@@ -102,16 +108,20 @@ __all__ = [
     "LifecycleError",
     "ListState",
     "ListStateDescriptor",
+    "ManualClock",
     "MapFunction",
     "NotPicklableError",
+    "OnTimerContext",
     "OneInputStreamOperator",
     "OneInputStreamTask",
+    "OutputTag",
     "PluginError",
     "PrintSink",
     "ProcessContext",
     "ProcessFunction",
     "RuntimeContext",
     "SchemaMismatchError",
+    "SideOutputError",
     "SinkFunction",
     "SinkOutputError",
     "Source",
@@ -122,12 +132,16 @@ __all__ = [
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
+    "TimeDomain",
+    "TimerService",
     "TwoInputStreamOperator",
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",
     "ValueState",
     "ValueStateDescriptor",
     "Watermark",
+    "WatermarkGenerator",
+    "WatermarkOutput",
     "WatermarkStrategy",
     "__version__",
     "hookimpl",
