@@ -1,5 +1,6 @@
 """Side outputs: ctx.output(tag, row) from process, keyed process and co-process
-functions, in the harness and through get_side_output on Spark."""
+functions in the harness; their edges and watermark statuses on the message protocol.
+On Spark: tests/spark/test_side_outputs_and_idleness.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from flintlock import (
-    CollectSink,
     CoProcessFunction,
     GraphError,
     OutputTag,
@@ -71,29 +71,6 @@ def test_co_process_side_output_and_misuse_errors() -> None:
     )
     with pytest.raises(SideOutputError, match="non-empty str"):
         OutputTag("")
-
-
-@pytest.mark.parametrize("parallelism", [1, 2])
-def test_side_outputs_on_spark(spark: Any, parallelism: int) -> None:
-    env = StreamExecutionEnvironment(parallelism=parallelism, spark=spark)
-    values = list(range(1, 301))
-    split = env.from_collection([{"v": v} for v in values], batch_size=40).process(
-        Split(), name="split"
-    )
-    main, odd, big = (CollectSink(name=n) for n in ("main", "odd-rows", "big-rows"))
-    split.sink_to(main, name="main")  # chained to split: the side outputs leave the task
-    split.get_side_output(ODD).sink_to(odd, name="odd-rows")
-    split.get_side_output(BIG).key_by("note").sink_to(big, name="big-rows")
-    result = env.execute("side-outputs")
-    assert sorted(result.collected["main"].column("v").to_pylist()) == [
-        v for v in values if v % 2 == 0
-    ]
-    assert sorted(result.collected["odd-rows"].column("v").to_pylist()) == [
-        v for v in values if v % 2
-    ]
-    big_rows = result.collected["big-rows"]
-    assert sorted(big_rows.column("v").to_pylist()) == [v for v in values if v > 100]
-    assert set(big_rows.column("note").to_pylist()) == {"big"}
 
 
 def test_side_output_of_a_union_or_twice_on_one_input_is_refused() -> None:
