@@ -10,7 +10,7 @@ import pytest
 
 from flintlock import KeyedProcessFunction, OutputTag, TimeDomain
 from flintlock.operators.process import KeyedProcessOperator
-from flintlock.testing import OneInputHarness
+from flintlock.testing import OneInputHarness, TwoInputHarness
 
 MAX = 2**63 - 1
 FIRED = pa.schema(
@@ -196,3 +196,31 @@ def test_a_timer_timestamp_must_be_an_int() -> None:
     with pytest.raises(Exception) as caught:
         harness.process_records([{"key": "x"}])
     assert "a timer's timestamp is an int" in str(caught.value.__cause__)
+
+
+def test_keyed_co_process_timers_of_both_domains() -> None:
+    from flintlock import CoProcessFunction
+    from flintlock.operators.process import CoProcessOperator
+
+    class Both(CoProcessFunction):
+        def process_element1(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            ctx.timer_service().register_event_time_timer(value["at"])
+
+        def process_element2(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            ctx.timer_service().register_processing_time_timer(value["at"])
+
+        def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+            out.collect(
+                {"key": ctx.get_current_key(), "at": timestamp, "by": ctx.time_domain().value}
+            )
+
+    harness = TwoInputHarness(CoProcessOperator(Both(), key_columns=("key", "key"), name="co"))
+    harness.process_records([{"key": "a", "at": 7}], input_index=1)
+    harness.process_records([{"key": "b", "at": 3}], input_index=2)
+    harness.process_watermark(10, input_index=1)  # input 2 holds event time back
+    harness.set_processing_time(3)
+    harness.process_watermark(10, input_index=2)
+    assert harness.output_rows() == [
+        {"key": "b", "at": 3, "by": "processing_time"},
+        {"key": "a", "at": 7, "by": "event_time"},
+    ]

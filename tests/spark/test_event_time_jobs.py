@@ -194,3 +194,28 @@ def test_a_strategy_column_that_does_not_fit_is_refused_when_the_source_is_defin
     column = "name" if bad == "id" else "nope"
     with pytest.raises(EventTimeError, match=f"timestamp column '{column}'"):
         env.from_dataframe(frame, watermark_strategy=WatermarkStrategy(column))
+
+
+def test_processing_time_timers_fire_on_the_wall_clock(spark: Any) -> None:
+    class FirstSeen(KeyedProcessFunction):
+        """On a key's first row, a processing-time timer due now: it fires after the batch."""
+
+        output_schema = pa.schema([("k", pa.int64()), ("domain", pa.string())])
+
+        def open(self) -> None:
+            descriptor = ListStateDescriptor("seen", pa.int64())
+            self.seen = self.runtime_context.get_list_state(descriptor)
+
+        def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            if not self.seen.get():
+                self.seen.add(1)
+                timers = ctx.timer_service()
+                timers.register_processing_time_timer(timers.current_processing_time())
+
+        def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+            out.collect({"k": ctx.get_current_key(), "domain": ctx.time_domain().value})
+
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    fired = env.from_collection(rows(), batch_size=500).key_by("k").process(FirstSeen()).collect()
+    assert sorted(fired.column("k").to_pylist()) == list(range(KEYS))  # each key once
+    assert set(fired.column("domain").to_pylist()) == {"processing_time"}
