@@ -117,8 +117,8 @@ class BroadcastConnectedStream:
                 self.broadcast.stream.timestamp_column,
             ),
         )
-        inputs = [InputEdge(t.id, 1, p) for t, p in stream.feed] + [
-            InputEdge(t.id, 2, BROADCAST) for t, _ in self.broadcast.stream.feed
+        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in stream.feed] + [
+            InputEdge(t.id, 2, BROADCAST, side) for t, _, side in self.broadcast.stream.feed
         ]
         t = env._add(
             label,

@@ -14,6 +14,7 @@ from flintlock.core.events import Watermark
 from flintlock.core.hook_runner import HookRunner
 from flintlock.core.operator import OperatorContext, StreamOperator, TwoInputStreamOperator
 from flintlock.core.output import ChainingOutput, Output, RecordWriter, TaskOutput
+from flintlock.core.processing_time import ProcessingTimeService
 from flintlock.core.snapshots import OperatorSnapshot, TaskRestore
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.state.handler import initialize_operator_state, snapshot_operator_state
@@ -29,6 +30,7 @@ class OperatorChain:
         writer: RecordWriter,
         hooks: HookRunner,
         task: TaskInfo,
+        processing_time: ProcessingTimeService | None = None,
     ) -> None:
         if not operators:
             raise ChainError(f"task '{task.task_name}' has no operators")
@@ -51,6 +53,9 @@ class OperatorChain:
         self.outputs: list[Output] = [
             ChainingOutput(nxt, hooks, task) for nxt in self.operators[1:]
         ] + [TaskOutput(writer)]
+        for op, output in zip(self.operators, self.outputs, strict=True):
+            output.bind_side_outputs(writer, op.name)
+        self.processing_time = processing_time or ProcessingTimeService()
         self.setup_called: list[StreamOperator] = []
         self._head_process = self._bind_head_process()
 
@@ -74,6 +79,7 @@ class OperatorChain:
         length = len(self.operators)
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
             context = OperatorContext(self.task, op.name, position, length, self.hooks, storage)
+            context.processing_time = self.processing_time
             self.setup_called.append(op)
             self._call(op, "setup", lambda op=op, c=context, o=output: op.setup(c, o))
 
@@ -88,6 +94,11 @@ class OperatorChain:
                 lambda op=op: initialize_operator_state(op, backend, storage, restore),
                 restored=restore is not None,
             )
+            timers = op.context.timers
+            if timers is not None:
+                timers.bind_processing_time(
+                    self.processing_time, _tagged(op, "on_processing_time"), op.after_timers
+                )
 
     def open_operators(self) -> None:
         """open, LAST to first, so that each operator's downstream is open when it opens."""
@@ -133,6 +144,15 @@ class OperatorChain:
             input_index=input_index,
         )
 
+    def process_head_watermark_status(self, idle: bool, input_index: int) -> None:
+        """Input ``input_index`` of the task became idle (or active again)."""
+        head = self.head
+        try:
+            head.process_watermark_status(idle, input_index)
+        except BaseException as error:
+            tag_operator(error, head.name, "process_watermark_status")
+            raise
+
     def end_head_input(self, input_index: int) -> None:
         """end_input(i) on the head, when input i of the task really ended."""
         head = self.head
@@ -144,6 +164,9 @@ class OperatorChain:
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
             if position > 0:
                 self._call(op, "end_input", lambda op=op: op.end_input(1), input_index=1)
+            timers = getattr(op.context, "timers", None)
+            if timers is not None:
+                timers.quiesce_processing_time()  # pending ones never fire, as in Flink
             self._call(op, "finish", op.finish)
             output.seal(op.name)
 
@@ -241,3 +264,17 @@ class OperatorChain:
             )
 
         return hooked
+
+
+def _tagged(op: StreamOperator, method: str) -> Callable[[int, Any], None]:
+    """``op.<method>(timestamp, key)``, its errors naming the operator and the method."""
+    call = getattr(op, method)
+
+    def tagged(timestamp: int, key: Any) -> None:
+        try:
+            call(timestamp, key)
+        except BaseException as error:
+            tag_operator(error, op.name, method)
+            raise
+
+    return tagged

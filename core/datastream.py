@@ -36,6 +36,7 @@ from flintlock.core.parquet_source import ParquetSource
 from flintlock.core.partitioners import BROADCAST, REBALANCE, Partitioner, hash_by
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
+from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator
 from flintlock.core.spark_session import active_or_local_session
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
 """Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
 
-Feed = list[tuple[Transformation, Partitioner | None]]
+Feed = list[tuple[Transformation, Partitioner | None, str | None]]
+"""(upstream, partitioner, side output tag name or None for the main output) per input."""
 Key = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
 """What ``key_by`` takes: a column, a list of columns (one tuple key) or a key selector."""
 
@@ -136,23 +138,30 @@ class StreamExecutionEnvironment:
         return self.from_source(CollectionSource(table, batch_size), watermark_strategy)
 
     def from_dataframe(
-        self, frame: DataFrame, name: str = "dataframe", parallelism: int | None = None
+        self,
+        frame: DataFrame,
+        name: str = "dataframe",
+        parallelism: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
     ) -> DataStream:
         """A bounded stream of a Spark DataFrame, read in place: each of its partitions is
         one source subtask (one Spark task), so its rows are not shuffled first.
 
-        ``parallelism`` repartitions the input to that many subtasks instead. On Spark
-        Connect, where the partitions cannot be counted, the input is repartitioned to
-        ``parallelism`` or the environment's parallelism.
+        ``parallelism`` repartitions the input to that many subtasks instead. A frame with
+        more partitions than ``max_parallelism`` is coalesced to that many (no shuffle).
+        On Spark Connect, where the partitions cannot be counted, the input is
+        repartitioned to ``parallelism`` or the environment's parallelism.
         """
         if parallelism is not None:
             _check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
-        stream = self.from_source(DataFrameSource(), name=name)
+        stream = self.from_source(DataFrameSource(), watermark_strategy, name=name)
         transformation = stream.transformation
         transformation.spark_source = frame
         transformation.parallelism = parallelism or self.parallelism
         transformation.parallelism_from_partitions = parallelism is None
         stream.schema = _dataframe_schema(frame)
+        if watermark_strategy is not None and stream.schema is not None:
+            watermark_strategy.check_schema(stream.schema, f"source '{transformation.name}'")
         return stream
 
     def from_parquet(
@@ -195,7 +204,7 @@ class StreamExecutionEnvironment:
 
         t = self._add(label, make, [], is_source=True)
         column = watermark_strategy.timestamp_column if watermark_strategy else None
-        return DataStream(self, [(t, None)], timestamp_column=column, schema=schema)
+        return DataStream(self, [(t, None, None)], timestamp_column=column, schema=schema)
 
     # ---- running ----
 
@@ -322,6 +331,11 @@ class DataStream:
         """The transformation producing this stream (not defined for a union)."""
         if len(self.feed) != 1:
             raise GraphError("a union of streams has no single transformation")
+        if self.feed[0][2] is not None:
+            raise GraphError(
+                f"side output '{self.feed[0][2]}' of '{self.feed[0][0].name}' has no operator "
+                f"of its own: set parallelism or task type on the operator that reads it"
+            )
         return self.feed[0][0]
 
     # ---- transformations ----
@@ -402,7 +416,7 @@ class DataStream:
         per record on each side of the exchange, so it is the slow path. Columns are
         checked against the known schema now."""
         selector = self._key_selector(key)
-        feed: Feed = [(t, hash_by(selector)) for t, _ in self.feed]
+        feed: Feed = [(t, hash_by(selector), side) for t, _, side in self.feed]
         return DataStream(
             self.env,
             feed,
@@ -498,6 +512,46 @@ class DataStream:
 
         return WindowJoin(self, other)
 
+    def assign_timestamps_and_watermarks(
+        self, strategy: WatermarkStrategy, name: str | None = None
+    ) -> DataStream:
+        """Event time from here on follows ``strategy`` (Flink's operator of that name):
+        upstream watermarks are dropped, the strategy's own are emitted after each batch."""
+        if not isinstance(strategy, WatermarkStrategy):
+            raise GraphError(
+                f"assign_timestamps_and_watermarks takes a WatermarkStrategy, not {strategy!r}"
+            )
+        if self.schema is not None:
+            strategy.check_schema(
+                self.schema, f"assign_timestamps_and_watermarks after {self._follows()}"
+            )
+        factory = self.env.operator("timestamps_and_watermarks")
+        stream = self._then(
+            "timestamps_watermarks",
+            name,
+            lambda n: factory(strategy, name=n),
+            schema=self.schema,
+        )
+        stream.timestamp_column = strategy.timestamp_column
+        return stream
+
+    def get_side_output(self, tag: OutputTag) -> DataStream:
+        """The stream of what this operator's function sent to ``tag`` with
+        ``ctx.output(tag, row)``; its schema is the tag's."""
+        check_tag(tag, f"get_side_output after {self._follows()}")
+        if len(self.feed) != 1 or self.feed[0][2] is not None:
+            raise GraphError(
+                f"get_side_output('{tag.name}') needs the stream of one operator, not "
+                f"{self._follows()} (a union or another side output)"
+            )
+        upstream = self.feed[0][0]
+        stamp = self.timestamp_column
+        if stamp is not None and (tag.schema is None or tag.schema.get_field_index(stamp) < 0):
+            stamp = None
+        return DataStream(
+            self.env, [(upstream, None, tag.name)], timestamp_column=stamp, schema=tag.schema
+        )
+
     def connect(self, other: Any) -> Any:
         """Two streams into one two-input operator (CoProcessFunction), or this stream with
         a BroadcastStream (a BroadcastProcessFunction)."""
@@ -554,7 +608,7 @@ class DataStream:
         """Spread batches round robin over the next operator's subtasks."""
         return DataStream(
             self.env,
-            [(t, REBALANCE) for t, _ in self.feed],
+            [(t, REBALANCE, side) for t, _, side in self.feed],
             timestamp_column=self.timestamp_column,
             schema=self.schema,
         )
@@ -569,7 +623,7 @@ class DataStream:
             return BroadcastStream(self, descriptors)
         return DataStream(
             self.env,
-            [(t, BROADCAST) for t, _ in self.feed],
+            [(t, BROADCAST, side) for t, _, side in self.feed],
             timestamp_column=self.timestamp_column,
             schema=self.schema,
         )
@@ -610,15 +664,15 @@ class DataStream:
         schema: pa.Schema | None = None,
     ) -> DataStream:
         label = self.env._unique(name or kind)
-        inputs = [InputEdge(t.id, 1, p) for t, p in self.feed]
+        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.feed]
         t = self.env._add(label, lambda: build(label), inputs, sink=sink, is_sink=is_sink)
         return DataStream(
-            self.env, [(t, None)], timestamp_column=self.timestamp_column, schema=schema
+            self.env, [(t, None, None)], timestamp_column=self.timestamp_column, schema=schema
         )
 
     def _follows(self) -> str:
         """The operators this stream comes out of, for messages."""
-        return " and ".join(f"'{t.name}'" for t, _ in self.feed)
+        return " and ".join(f"'{t.name}'" for t, *_ in self.feed)
 
     def _output_schema(
         self, method: str, name: str | None, function: Any, declared: pa.Schema | None
@@ -716,8 +770,8 @@ class ConnectedStreams:
         stamps = (self.first.timestamp_column, self.second.timestamp_column)
         label = env._unique(name or "co_process")
         factory = env.operator("co_process")
-        inputs = [InputEdge(t.id, 1, p) for t, p in self.first.feed] + [
-            InputEdge(t.id, 2, p) for t, p in self.second.feed
+        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.first.feed] + [
+            InputEdge(t.id, 2, p, side) for t, p, side in self.second.feed
         ]
         t = env._add(
             label,
@@ -730,7 +784,7 @@ class ConnectedStreams:
             ),
             inputs,
         )
-        return DataStream(env, [(t, None)], schema=schema)
+        return DataStream(env, [(t, None, None)], schema=schema)
 
 
 def _named(operator: StreamOperator, name: str) -> StreamOperator:

@@ -31,6 +31,11 @@ class EmitAfterFinishError(FlintlockError):
     """An operator emitted a batch or watermark after its finish() returned."""
 
 
+class EventTimeError(FlintlockError):
+    """Event time is misused: a timestamp column missing or of a wrong type, a bad
+    WatermarkStrategy or generator."""
+
+
 class ChannelError(FlintlockError):
     """A task received an event that breaks its input protocol (order, target, end)."""
 

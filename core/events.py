@@ -43,6 +43,16 @@ class WatermarkEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class WatermarkStatusEvent:
+    """A channel became idle (its watermark leaves the min) or active again (Flink's
+    WatermarkStatus)."""
+
+    idle: bool
+    input_index: int = 1
+    channel: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class EndOfInputEvent:
     """A channel will carry no more records (Flink's EndOfData)."""
 
@@ -65,4 +75,16 @@ class CheckpointBarrier:
     input_index: int = 1
 
 
-InputEvent = DataEvent | WatermarkEvent | EndOfInputEvent | CheckpointBarrier
+@dataclass(frozen=True, slots=True)
+class ProcessingTimeTick:
+    """Processing time moved (a harness's ``set_processing_time``): fire due timers."""
+
+
+InputEvent = (
+    DataEvent
+    | WatermarkEvent
+    | WatermarkStatusEvent
+    | EndOfInputEvent
+    | CheckpointBarrier
+    | ProcessingTimeTick
+)

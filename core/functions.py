@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -27,6 +28,7 @@ from flintlock.core.state.handles import (
     ReducingState,
     ValueState,
 )
+from flintlock.core.timers import TimeDomain
 
 if TYPE_CHECKING:
     from flintlock.core.operator import OperatorContext
@@ -162,7 +164,8 @@ class Collector:
 
 
 class TimerService:
-    """Event-time timers and the current watermark, as a process function sees them."""
+    """Timers of both time domains and the current times, as a process function sees them
+    (Flink's TimerService); timers need a keyed stream and belong to the current key."""
 
     def __init__(self, operator: Any) -> None:
         self._operator = operator
@@ -171,17 +174,29 @@ class TimerService:
         """The operator's current event-time watermark."""
         return self._operator.current_watermark
 
+    def current_processing_time(self) -> int:
+        """The task's processing time in ms (the wall clock, or the harness's clock)."""
+        return self._operator.context.processing_time.clock()
+
     def register_event_time_timer(self, timestamp: int) -> None:
         """Call ``on_timer`` for the current key when the watermark reaches ``timestamp``."""
         self._operator.timer_service().register_event_time_timer(timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        """Delete the current key's timer at ``timestamp``."""
+        """Delete the current key's event-time timer at ``timestamp``."""
         self._operator.timer_service().delete_event_time_timer(timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` for the current key when processing time reaches ``timestamp``."""
+        self._operator.timer_service().register_processing_time_timer(timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        """Delete the current key's processing-time timer at ``timestamp``."""
+        self._operator.timer_service().delete_processing_time_timer(timestamp)
 
 
 class ProcessContext:
-    """The context of one ``process_element`` or ``on_timer`` call."""
+    """The context of one ``process_element`` call."""
 
     __slots__ = ("_key", "_operator", "_timestamp")
 
@@ -199,8 +214,29 @@ class ProcessContext:
         return self._key
 
     def timer_service(self) -> TimerService:
-        """Timers and the watermark."""
+        """Timers and the current times."""
         return self._operator.user_timer_service
+
+    def output(self, tag: OutputTag, row: Row) -> None:
+        """Emit ``row`` to side output ``tag`` (read with ``stream.get_side_output(tag)``)."""
+        if type(tag) is not OutputTag:
+            check_tag(tag, f"operator '{self._operator.name}': ctx.output")
+        self._operator._side.add(tag, row)
+
+
+class OnTimerContext(ProcessContext):
+    """The context of one ``on_timer`` call (Flink's OnTimerContext): the timer's
+    timestamp, its time domain and key."""
+
+    __slots__ = ("_domain",)
+
+    def __init__(self, operator: Any) -> None:
+        super().__init__(operator)
+        self._domain = TimeDomain.EVENT_TIME
+
+    def time_domain(self) -> TimeDomain:
+        """EVENT_TIME or PROCESSING_TIME: which clock fired this timer."""
+        return self._domain
 
 
 class ProcessFunction(Function):
@@ -215,10 +251,11 @@ class ProcessFunction(Function):
 
 
 class KeyedProcessFunction(ProcessFunction):
-    """A process function on a keyed stream: keyed state and event-time timers."""
+    """A process function on a keyed stream: keyed state and timers of both domains."""
 
-    def on_timer(self, timestamp: int, ctx: ProcessContext, out: Collector) -> None:
-        """A timer of the current key fired at ``timestamp``."""
+    def on_timer(self, timestamp: int, ctx: OnTimerContext, out: Collector) -> None:
+        """A timer of the current key fired at ``timestamp`` (``ctx.time_domain()`` says
+        which clock); may emit, to ``out`` and to side outputs."""
 
 
 class CoProcessFunction(Function):
@@ -232,8 +269,8 @@ class CoProcessFunction(Function):
         """Handle one record of input 2."""
         raise NotImplementedError(f"{type(self).__name__} must override process_element2")
 
-    def on_timer(self, timestamp: int, ctx: ProcessContext, out: Collector) -> None:
-        """A timer of the current key fired at ``timestamp``."""
+    def on_timer(self, timestamp: int, ctx: OnTimerContext, out: Collector) -> None:
+        """A timer of the current key fired at ``timestamp`` (either time domain)."""
 
 
 class SinkFunction(Function):

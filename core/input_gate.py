@@ -1,5 +1,6 @@
-"""A task's input channels: per-channel watermarks (min), end of input, barrier alignment,
-and the checks that make a broken protocol an error rather than silent loss."""
+"""A task's input channels: per-channel watermarks (min over the active ones, as Flink's
+StatusWatermarkValve), idleness, end of input, barrier alignment, and the checks that make
+a broken protocol an error rather than silent loss."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ class InputGate:
         self.channels_per_input = dict(channels_per_input)
         self._watermarks = {i: [MIN_TIMESTAMP] * n for i, n in self.channels_per_input.items()}
         self.input_watermark = {i: MIN_TIMESTAMP for i in self.channels_per_input}
+        self._idle: dict[int, set[int]] = {i: set() for i in self.channels_per_input}
+        self.input_idle = {i: False for i in self.channels_per_input}
+        self.status_changes: list[tuple[int, bool]] = []
+        """(input, idle) changes of whole inputs, for the task to pass on (then cleared)."""
         self._ended: dict[int, set[int]] = {i: set() for i in self.channels_per_input}
         self.ended_inputs: list[int] = []
         self._barriers: set[tuple[int, int]] = set()
@@ -33,17 +38,63 @@ class InputGate:
             raise ChannelError(f"data on input {input_index} channel {channel} after its barrier")
 
     def on_watermark(self, input_index: int, channel: int, timestamp: int) -> int | None:
-        """The input's new combined watermark if this one advanced it, else None."""
+        """The input's new combined watermark if this one advanced it, else None.
+
+        A watermark on an idle channel makes it active again (a source that ends while
+        idle still sends MAX_WATERMARK)."""
         self._check_channel(input_index, channel)
+        if channel in self._idle[input_index]:
+            self._idle[input_index].discard(channel)
+            self._note_status(input_index)
         marks = self._watermarks[input_index]
         if timestamp <= marks[channel]:
             return None
         marks[channel] = timestamp
-        combined = min(marks)
-        if combined <= self.input_watermark[input_index]:
+        return self._advance(input_index)
+
+    def on_status(self, input_index: int, channel: int, idle: bool) -> int | None:
+        """A channel became idle or active; the input's new combined watermark if that
+        advanced it (an idle channel no longer holds it back), else None."""
+        self._check_channel(input_index, channel)
+        idle_channels = self._idle[input_index]
+        if idle == (channel in idle_channels):
+            return None
+        if idle:
+            idle_channels.add(channel)
+        else:
+            idle_channels.discard(channel)
+        combined = self._advance(input_index)
+        self._note_status(input_index)
+        return combined
+
+    def take_status_changes(self) -> list[tuple[int, bool]]:
+        """The (input, idle) changes since the last call."""
+        changes, self.status_changes = self.status_changes, []
+        return changes
+
+    def _advance(self, input_index: int) -> int | None:
+        """Min over the active channels at or above the input's watermark (a channel
+        active again below it is not counted until it catches up); if every channel is
+        idle, the max over all of them."""
+        marks, idle = self._watermarks[input_index], self._idle[input_index]
+        last = self.input_watermark[input_index]
+        active = [m for c, m in enumerate(marks) if m >= last and c not in idle]
+        if active:
+            combined = min(active)
+        elif len(idle) == len(marks):
+            combined = max(marks)
+        else:
+            return None
+        if combined <= last:
             return None
         self.input_watermark[input_index] = combined
         return combined
+
+    def _note_status(self, input_index: int) -> None:
+        idle = len(self._idle[input_index]) == self.channels_per_input[input_index]
+        if idle != self.input_idle[input_index]:
+            self.input_idle[input_index] = idle
+            self.status_changes.append((input_index, idle))
 
     def on_end_of_input(self, input_index: int, channel: int) -> bool:
         """Record one channel's end; True when this ended the whole input."""

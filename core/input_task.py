@@ -7,8 +7,10 @@ from flintlock.core.events import (
     CheckpointBarrier,
     DataEvent,
     EndOfInputEvent,
+    ProcessingTimeTick,
     Watermark,
     WatermarkEvent,
+    WatermarkStatusEvent,
 )
 from flintlock.core.input_gate import InputGate
 from flintlock.core.task import StreamTask
@@ -32,17 +34,29 @@ class InputStreamTask(StreamTask):
     def run(self) -> None:
         """Dispatch events until every input ended or a barrier ends the epoch."""
         gate, chain = self.gate, self.chain
+        fire_processing_timers = self.processing_time.fire_due
         for event in self.environment.input:
             kind = type(event)
             if kind is DataEvent:
                 gate.check_data(event.input_index, event.channel)
                 chain.process_head(event.batch, event.input_index)
+                fire_processing_timers()
             elif kind is WatermarkEvent:
                 combined = gate.on_watermark(
                     event.input_index, event.channel, event.watermark.timestamp
                 )
+                if gate.status_changes:  # an idle input active again: say so first
+                    self.pass_status_changes()
                 if combined is not None:
                     chain.process_head_watermark(Watermark(combined), event.input_index)
+                fire_processing_timers()
+            elif kind is WatermarkStatusEvent:
+                combined = gate.on_status(event.input_index, event.channel, event.idle)
+                if combined is not None:
+                    chain.process_head_watermark(Watermark(combined), event.input_index)
+                self.pass_status_changes()
+            elif kind is ProcessingTimeTick:
+                fire_processing_timers()
             elif kind is EndOfInputEvent:
                 if gate.on_end_of_input(event.input_index, event.channel):
                     chain.end_head_input(event.input_index)
@@ -58,9 +72,16 @@ class InputStreamTask(StreamTask):
                 raise ChannelError(f"unknown input event {event!r}")
         raise ChannelError("the input stopped before the end of the epoch (no barrier)")
 
+    def pass_status_changes(self) -> None:
+        """Tell the head which inputs became idle or active."""
+        for input_index, idle in self.gate.take_status_changes():
+            self.chain.process_head_watermark_status(idle, input_index)
+
     def await_barrier(self) -> CheckpointBarrier:
         """After the input ended only the final barrier may arrive."""
         for event in self.environment.input:
+            if type(event) is ProcessingTimeTick:
+                continue  # processing-time timers were quiesced before finish
             if type(event) is not CheckpointBarrier:
                 raise ChannelError(f"{type(event).__name__} after the end of input")
             aligned = self.gate.on_barrier(event)

@@ -29,6 +29,8 @@ class InputEdge:
     input_index: int
     partitioner: Partitioner | None = None
     """None: forward where parallelism matches, else rebalance (decided at build time)."""
+    side_output: str | None = None
+    """The OutputTag name when this edge reads the upstream's side output (never chained)."""
 
 
 @dataclass
@@ -66,6 +68,8 @@ class OutputEdge:
     target: int
     input_index: int
     partitioner: Partitioner
+    side: tuple[str, str] | None = None
+    """(operator name, tag name) for a side output's edge; None for the main output."""
 
 
 @dataclass
@@ -142,7 +146,8 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
         for edge in t.inputs:
             if edge.source_id not in by_id:
                 raise GraphError(f"'{t.name}' reads from an unknown transformation")
-            consumers[edge.source_id].append(t)
+            if edge.side_output is None:  # side outputs never chain: not a main consumer
+                consumers[edge.source_id].append(t)
         _check_edges(t, by_id)
 
     def chains_to_upstream(t: Transformation) -> bool:
@@ -152,6 +157,7 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
         upstream = by_id[edge.source_id]
         return (
             edge.partitioner.kind == "forward"
+            and edge.side_output is None
             and upstream.parallelism == t.parallelism
             and len(consumers[upstream.id]) == 1
         )
@@ -172,8 +178,16 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
             continue
         for edge in t.inputs:
             upstream = vertices[vertex_of[edge.source_id]]
+            reads = (upstream.id, edge.input_index)
+            if any((u, i) == reads for u, i, _ in target.inputs):
+                raise GraphError(
+                    f"'{t.name}' reads the task '{upstream.name}' twice on input "
+                    f"{edge.input_index} (e.g. a union of its main and side output); read "
+                    f"them on two inputs (connect) or map one of them first"
+                )
             target.inputs.append((upstream.id, edge.input_index, edge.partitioner))
-            upstream.outputs.append(OutputEdge(target.id, edge.input_index, edge.partitioner))
+            side = (by_id[edge.source_id].name, edge.side_output) if edge.side_output else None
+            upstream.outputs.append(OutputEdge(target.id, edge.input_index, edge.partitioner, side))
     for vertex in sorted(vertices.values(), key=lambda v: v.id):
         vertex.layer = 1 + max((vertices[u].layer for u, _, _ in vertex.inputs), default=-1)
     return JobGraph(vertices)

@@ -100,7 +100,8 @@ class JobMaster:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
         checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
         run_id = uuid.uuid4().hex[:12]
-        transformations = [with_source_partitions(t) for t in self.transformations]
+        maximum = self.config.max_parallelism
+        transformations = [with_source_partitions(t, maximum) for t in self.transformations]
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)

@@ -65,8 +65,8 @@ def _two_input(
 
     env = left.env
     label = env._unique(name or kind)
-    inputs = [InputEdge(t.id, 1, p) for t, p in left.feed] + [
-        InputEdge(t.id, 2, p) for t, p in right.feed
+    inputs = [InputEdge(t.id, 1, p, side) for t, p, side in left.feed] + [
+        InputEdge(t.id, 2, p, side) for t, p, side in right.feed
     ]
     t = env._add(label, lambda: build(label), inputs)
     return DataStream(env, [(t, None)], schema=schema)

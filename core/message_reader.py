@@ -19,6 +19,7 @@ from flintlock.core.events import (
     InputEvent,
     Watermark,
     WatermarkEvent,
+    WatermarkStatusEvent,
 )
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_graph import JobVertex
@@ -104,6 +105,8 @@ class MessageReader:
             return DataEvent(batch, input_index, channel)
         if kind == Kind.WATERMARK:
             return WatermarkEvent(Watermark(value), input_index, channel)
+        if kind == Kind.WATERMARK_STATUS:
+            return WatermarkStatusEvent(bool(value), input_index, channel)
         if kind == Kind.END_OF_INPUT:
             return EndOfInputEvent(input_index, channel)
         if kind == Kind.BARRIER:

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from flintlock.core.events import Watermark
 from flintlock.core.execution_plan import ExecutionPlan, channel_key
-from flintlock.core.job_graph import JobVertex
+from flintlock.core.job_graph import JobVertex, OutputEdge
 from flintlock.core.messages import Kind, MessageBuffer, encode_batch, encode_json
 from flintlock.core.partitioners import BatchSplitter
 from flintlock.core.snapshots import TaskAcknowledgement
@@ -28,7 +28,7 @@ class MessageWriter:
         self.flush: Callable[[pa.RecordBatch], None] | None = None
         self.records_out = 0
         self._seq: dict[tuple[int, int], int] = {}
-        self._edges = [
+        every = [
             (
                 edge,
                 BatchSplitter(
@@ -40,13 +40,30 @@ class MessageWriter:
             )
             for edge in vertex.outputs
         ]
+        self._edges = [(edge, splitter) for edge, splitter in every if edge.side is None]
+        self._side_edges: dict[tuple[str, str], list[tuple[OutputEdge, BatchSplitter]]] = {}
+        for edge, splitter in every:
+            if edge.side is not None:
+                self._side_edges.setdefault(edge.side, []).append((edge, splitter))
+        self._all_edges = every  # watermarks, end of input and barriers go on every edge
 
     # ---- RecordWriter ----
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         """Split by target subtask; one DATA message (Arrow IPC) per target and part."""
         self.records_out += batch.num_rows
-        for edge, splitter in self._edges:
+        self._emit_on(self._edges, batch)
+
+    def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:
+        """A side output's batch, on the edges that read it (dropped if none does)."""
+        edges = self._side_edges.get((operator, tag))
+        if edges:
+            self._emit_on(edges, batch)
+
+    def _emit_on(
+        self, edges: list[tuple[OutputEdge, BatchSplitter]], batch: pa.RecordBatch
+    ) -> None:
+        for edge, splitter in edges:
             for target, part in splitter.split(batch):
                 for piece in _pieces(part):
                     self._send(
@@ -57,6 +74,10 @@ class MessageWriter:
     def emit_watermark(self, watermark: Watermark) -> None:
         """A WATERMARK to every subtask each edge can reach."""
         self._to_all(Kind.WATERMARK, watermark.timestamp, b"")
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        """A WATERMARK_STATUS (1 idle, 0 active) to every subtask each edge can reach."""
+        self._to_all(Kind.WATERMARK_STATUS, int(idle), b"")
 
     def end_of_input(self) -> None:
         """END_OF_INPUT on every channel: this subtask's output ended for good."""
@@ -104,7 +125,7 @@ class MessageWriter:
     # ---- internals ----
 
     def _to_all(self, kind: Kind, value: int, payload: bytes) -> None:
-        for edge, splitter in self._edges:
+        for edge, splitter in self._all_edges:
             for target in splitter.targets():
                 self._send(edge.target, target, edge.input_index, kind, value, payload)
         self._maybe_flush()

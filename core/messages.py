@@ -28,6 +28,7 @@ class Kind(enum.IntEnum):
     BARRIER = 3
     ACK = 4
     REPORT = 5
+    WATERMARK_STATUS = 6
 
 
 MESSAGE_SCHEMA = pa.schema(

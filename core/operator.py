@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     from flintlock.core.functions import Function, TimerService
     from flintlock.core.hook_runner import HookRunner
     from flintlock.core.output import Output
+    from flintlock.core.processing_time import ProcessingTimeService
     from flintlock.core.state.backend import KeyedStateBackend
     from flintlock.core.state.operator_state import OperatorStateStore
     from flintlock.core.task_info import TaskInfo
-    from flintlock.core.timers import EventTimeTimerService
+    from flintlock.core.timers import InternalTimerService
 
 
 @dataclass
@@ -38,7 +39,9 @@ class OperatorContext:
     storage: CheckpointStorage | None = None
     keyed_backend: KeyedStateBackend | None = None
     operator_state: OperatorStateStore = field(default=None)  # type: ignore[assignment]
-    timers: EventTimeTimerService | None = None
+    timers: InternalTimerService | None = None
+    processing_time: ProcessingTimeService | None = None
+    """The task's clock and processing-time timer check (set by the chain in setup)."""
 
     def keyed_state(self, descriptor: StateDescriptor) -> Any:
         """The keyed state handle of ``descriptor``; an error if the operator is not keyed."""
@@ -51,9 +54,14 @@ class OperatorContext:
 
     def describe_position(self) -> str:
         """E.g. ``'2nd of 3 in the chain'``."""
-        n = self.position + 1
-        suffix = {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
-        return f"{n}{suffix} of {self.chain_length} in the chain"
+        return chain_position(self.position, self.chain_length)
+
+
+def chain_position(position: int, chain_length: int) -> str:
+    """Where an operator sits in its chain, for errors: ``'2nd of 3 in the chain'``."""
+    n = position + 1
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
+    return f"{n}{suffix} of {chain_length} in the chain"
 
 
 class StreamOperator:
@@ -70,6 +78,7 @@ class StreamOperator:
         self.name = name or type(self).__name__
         self.current_watermark = MIN_TIMESTAMP
         self._input_watermarks = [MIN_TIMESTAMP] * self.num_inputs
+        self._input_idle = [False] * self.num_inputs
         self.context: OperatorContext
         self.output: Output
 
@@ -94,7 +103,25 @@ class StreamOperator:
         if watermark.timestamp <= marks[input_index - 1]:
             return
         marks[input_index - 1] = watermark.timestamp
-        combined = min(marks)
+        self._advance_event_time()
+
+    def process_watermark_status(self, idle: bool, input_index: int = 1) -> None:
+        """Input ``input_index`` became idle (it leaves the min over inputs) or active.
+
+        Passes the status on when the operator's own output changes: idle once every
+        input is idle, active again with the first active one. Not a hook."""
+        was_idle = all(self._input_idle)
+        self._input_idle[input_index - 1] = idle
+        if idle:
+            self._advance_event_time()
+        if all(self._input_idle) != was_idle:
+            self.output.emit_watermark_status(not was_idle)
+
+    def _advance_event_time(self) -> None:
+        """Event time = min over the active inputs' watermarks; fire timers, emit it."""
+        marks = self._input_watermarks
+        active = [m for m, idle in zip(marks, self._input_idle, strict=True) if not idle]
+        combined = min(active) if active else max(marks)
         if combined <= self.current_watermark:
             return
         self.current_watermark = combined
@@ -104,10 +131,17 @@ class StreamOperator:
         self.output.emit_watermark(Watermark(combined))
 
     def after_timers(self) -> None:
-        """Called after timers fired for a watermark; emit what they produced."""
+        """Called after timers fired (for a watermark, or as processing time passed); emit
+        what they produced."""
 
     def on_event_time(self, timestamp: int, key: Any) -> None:
         """An event-time timer of ``key`` fired (keyed operators); the key is current."""
+
+    def on_processing_time(self, timestamp: int, key: Any) -> None:
+        """A processing-time timer of ``key`` fired (keyed operators); the key is current.
+
+        Called between batches once the task's clock reaches ``timestamp``; ``after_timers``
+        follows the timers that fired together."""
 
     def snapshot_state(self, checkpoint_id: int) -> None:
         """Copy anything not yet in managed state into it. Must not emit.
@@ -147,10 +181,10 @@ class StreamOperator:
             raise RuntimeError(f"operator '{self.name}' is not keyed")
         backend.set_current_key(key)
 
-    def timer_service(self) -> EventTimeTimerService:
-        """The event-time timer service (keyed operators only)."""
+    def timer_service(self) -> InternalTimerService:
+        """The timer service, both time domains (keyed operators only)."""
         if self.context.timers is None:
-            raise RuntimeError(f"operator '{self.name}' is not keyed: event-time timers need a key")
+            raise RuntimeError(f"operator '{self.name}' is not keyed: timers need a key")
         return self.context.timers
 
     def __repr__(self) -> str:

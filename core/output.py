@@ -12,6 +12,7 @@ from flintlock.core.events import Watermark
 if TYPE_CHECKING:
     from flintlock.core.hook_runner import HookRunner
     from flintlock.core.operator import StreamOperator
+    from flintlock.core.side_outputs import OutputTag
     from flintlock.core.snapshots import TaskAcknowledgement
     from flintlock.core.task_info import TaskInfo
 
@@ -20,13 +21,29 @@ class Output:
     """Emits an operator's results downstream; sealed once the operator finished."""
 
     owner = "?"
+    _writer: RecordWriter | None = None
+    _operator = "?"
 
     def emit(self, batch: pa.RecordBatch) -> None:
         """Send a batch to the next operator (or out of the task)."""
         raise NotImplementedError
 
+    def bind_side_outputs(self, writer: RecordWriter, operator: str) -> None:
+        """Side outputs of ``operator`` leave the task through ``writer`` (never chained)."""
+        self._writer, self._operator = writer, operator
+
+    def emit_side(self, tag: OutputTag, batch: pa.RecordBatch) -> None:
+        """Send a batch to side output ``tag``: out of the task, to whoever reads it."""
+        if self._writer is None:
+            raise RuntimeError(f"operator '{self._operator}': side outputs are not wired")
+        self._writer.emit_side(self._operator, tag.name, batch)
+
     def emit_watermark(self, watermark: Watermark) -> None:
         """Send a watermark to the next operator (or out of the task)."""
+        raise NotImplementedError
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        """Say the operator's output became idle (or active again), Flink's WatermarkStatus."""
         raise NotImplementedError
 
     def seal(self, owner: str) -> None:
@@ -34,8 +51,10 @@ class Output:
         self.owner = owner
         self.emit = self._emit_after_finish  # type: ignore[method-assign]
         self.emit_watermark = self._emit_after_finish  # type: ignore[method-assign]
+        self.emit_side = self._emit_after_finish  # type: ignore[method-assign]
+        self.emit_watermark_status = self._emit_after_finish  # type: ignore[method-assign]
 
-    def _emit_after_finish(self, _item: object) -> None:
+    def _emit_after_finish(self, *_items: object) -> None:
         raise EmitAfterFinishError(
             f"operator '{self.owner}' emitted after its finish() returned; "
             f"flush everything in finish()"
@@ -50,6 +69,12 @@ class RecordWriter(Protocol):
 
     def emit_watermark(self, watermark: Watermark) -> None:
         """A watermark leaves the task."""
+
+    def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:
+        """A batch of ``operator``'s side output ``tag`` leaves the task."""
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        """The task's output became idle, or active again."""
 
     def end_of_input(self) -> None:
         """The task's output has ended for good (its input ended and it finished)."""
@@ -106,6 +131,13 @@ class ChainingOutput(Output):
             tag_operator(error, self.target.name, "process_watermark")
             raise
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        try:
+            self.target.process_watermark_status(idle, 1)
+        except BaseException as error:
+            tag_operator(error, self.target.name, "process_watermark_status")
+            raise
+
 
 class TaskOutput(Output):
     """The tail operator's output: hands batches and watermarks to the task's writer."""
@@ -113,3 +145,4 @@ class TaskOutput(Output):
     def __init__(self, writer: RecordWriter) -> None:
         self.emit = writer.emit_batch  # type: ignore[method-assign]
         self.emit_watermark = writer.emit_watermark  # type: ignore[method-assign]
+        self.emit_watermark_status = writer.emit_watermark_status  # type: ignore[method-assign]

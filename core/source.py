@@ -12,6 +12,7 @@ from flintlock.core.events import Watermark
 from flintlock.core.operator import StreamOperator
 from flintlock.core.records import table_of_rows
 from flintlock.core.state.descriptors import ListStateDescriptor
+from flintlock.core.watermark_emitter import WatermarkEmitter
 from flintlock.core.watermarks import WatermarkStrategy
 
 POSITIONS = ListStateDescriptor(
@@ -117,7 +118,7 @@ class SourceOperator(StreamOperator):
         self.watermark_strategy = watermark_strategy
         self._reader: SourceReader | None = None
         self._batches: Iterator[pa.RecordBatch] = iter(())
-        self._max_timestamp: int | None = None
+        self._emitter: WatermarkEmitter | None = None
 
     def initialize_state(self) -> None:
         self._positions = self.context.operator_state.get_list_state(POSITIONS)
@@ -127,18 +128,26 @@ class SourceOperator(StreamOperator):
         restored = {p["split"]: p["position"] for p in self._positions.get()}
         self._reader = self.source.create_reader(task.subtask_index, task.parallelism, restored)
         self._batches = self._reader.read()
+        strategy = self.watermark_strategy
+        if strategy is not None:
+            self._emitter = WatermarkEmitter(
+                strategy,
+                self.context.processing_time.clock,  # type: ignore[union-attr]
+                lambda batch: self.output.emit(batch),
+                lambda timestamp: self.process_watermark(Watermark(timestamp)),
+                lambda idle: self.output.emit_watermark_status(idle),
+                f"source '{self.name}'",
+            )
 
     def emit_next(self) -> bool:
-        """Emit the next batch (and the watermark after it); False once the input ended."""
+        """Emit the next batch (and the watermarks after it); False once the input ended."""
         batch = next(self._batches, None)
         if batch is None:
             return False
-        self.output.emit(batch)
-        strategy = self.watermark_strategy
-        if strategy is not None:
-            self._max_timestamp = strategy.watermark_after(batch, self._max_timestamp)
-            if self._max_timestamp is not None:
-                self.process_watermark(Watermark(strategy.watermark_for(self._max_timestamp)))
+        if self._emitter is None:
+            self.output.emit(batch)
+        else:
+            self._emitter.process(batch)
         return True
 
     def snapshot_state(self, checkpoint_id: int) -> None:

@@ -16,6 +16,7 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.hook_runner import HookRunner
 from flintlock.core.hookspecs import TaskPhase
 from flintlock.core.operator import StreamOperator
+from flintlock.core.processing_time import ProcessingTimeService
 from flintlock.core.registry import Registry, build_registry
 from flintlock.core.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
 from flintlock.core.state.backend import StateBackend
@@ -42,6 +43,7 @@ class StreamTask:
         self.barrier: CheckpointBarrier | None = None
         self.snapshot: TaskSnapshot | None = None
         self.acknowledgement: TaskAcknowledgement | None = None
+        self.processing_time = ProcessingTimeService(environment.clock)
 
     def invoke(self) -> TaskAcknowledgement | None:
         """Run the subtask to its end; raises LifecycleError on failure or cancel."""
@@ -94,8 +96,8 @@ class StreamTask:
         """Pick the state backend; the restore (if any) is read per operator later."""
         backend_type = self.registry.get("state backend", self.environment.state_backend)
         self.state_backend = backend_type()
-        if self.environment.ttl_clock is not None:
-            self.state_backend.ttl_clock = self.environment.ttl_clock
+        # state TTL reads processing time: the task's clock unless a TTL clock is given
+        self.state_backend.ttl_clock = self.environment.ttl_clock or self.environment.clock
 
     def load_operator_chain(self) -> None:
         """Wire the operators into a chain; the head must fit this task type."""
@@ -105,7 +107,9 @@ class StreamTask:
                 f"a {self.task_type} task needs a {self.head_operator_type.__name__} at the "
                 f"head of its chain, got {type(operators[0]).__name__} '{operators[0].name}'"
             )
-        self.chain = OperatorChain(operators, self.environment.writer, self.hooks, self.info)
+        self.chain = OperatorChain(
+            operators, self.environment.writer, self.hooks, self.info, self.processing_time
+        )
 
     def setup_operators(self) -> None:
         """Set every operator up, first to last, with the task's checkpoint storage."""

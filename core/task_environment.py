@@ -11,6 +11,7 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier, InputEvent
 from flintlock.core.operator import StreamOperator
 from flintlock.core.output import RecordWriter
+from flintlock.core.processing_time import Clock, system_clock
 from flintlock.core.snapshots import TaskRestore
 from flintlock.core.task_info import TaskInfo
 
@@ -33,3 +34,5 @@ class TaskEnvironment:
     """For source tasks: the barrier that ends their epoch (final for bounded jobs)."""
     ttl_clock: Callable[[], int] | None = None
     """The processing-time clock of state TTL (epoch ms); None: the wall clock."""
+    clock: Clock = system_clock
+    """Processing time in ms: the wall clock, or a harness's ManualClock."""

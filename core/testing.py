@@ -19,13 +19,17 @@ from flintlock.core.events import (
     CheckpointBarrier,
     DataEvent,
     EndOfInputEvent,
+    ProcessingTimeTick,
     SnapshotKind,
     Watermark,
     WatermarkEvent,
+    WatermarkStatusEvent,
 )
 from flintlock.core.operator import StreamOperator
 from flintlock.core.plugin_manager import build_plugin_manager
+from flintlock.core.processing_time import Clock, ManualClock
 from flintlock.core.registry import build_registry
+from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
 from flintlock.core.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
 from flintlock.core.source import CollectionSource, Source, SourceOperator
@@ -55,9 +59,17 @@ class CollectingWriter:
         self.watermarks: list[int] = []
         self.ended = False
         self.acknowledgements: list[TaskAcknowledgement] = []
+        self.side_batches: dict[str, list[pa.RecordBatch]] = {}
+        self.statuses: list[bool] = []
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         self.batches.append(batch)
+
+    def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:
+        self.side_batches.setdefault(tag, []).append(batch)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.statuses.append(idle)
 
     def emit_watermark(self, watermark: Watermark) -> None:
         self.watermarks.append(watermark.timestamp)
@@ -76,8 +88,9 @@ class TaskHarness:
     initialize_state, open and — after a restore — the checkpoint notifications.
     ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
     ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
-    snapshot with a new harness: ``restore_from=snapshot``. ``ttl_clock`` (e.g. a
-    ``ManualClock``) is the processing time state TTL reads.
+    snapshot with a new harness: ``restore_from=snapshot``. Processing time is a
+    ManualClock starting at 0 (``set_processing_time``), unless ``clock`` is given;
+    ``ttl_clock`` (e.g. a ``ManualClock``) is the processing time state TTL reads.
     """
 
     task_type = "one-input"
@@ -99,6 +112,7 @@ class TaskHarness:
         input_channels: dict[int, int] | None = None,
         use_entry_points: bool = True,
         ttl_clock: Callable[[], int] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not operators:
             raise ValueError("a harness needs at least one operator")
@@ -117,6 +131,7 @@ class TaskHarness:
             job_name="harness",
         )
         self.writer = CollectingWriter()
+        self.clock = clock if clock is not None else ManualClock(0)
         self._input = DrivenInput()
         self.environment = TaskEnvironment(
             info=self.info,
@@ -130,6 +145,7 @@ class TaskHarness:
             state_backend=state_backend,
             epoch_barrier=self._epoch_barrier(),
             ttl_clock=ttl_clock,
+            clock=self.clock,
         )
         task_class: type[StreamTask] = registry.get("task type", self.task_type)
         self.task = task_class(self.environment, registry)
@@ -162,6 +178,17 @@ class TaskHarness:
     def process_watermark(self, timestamp: int, input_index: int = 1, channel: int = 0) -> None:
         """Feed a watermark on one channel."""
         self._send(WatermarkEvent(Watermark(timestamp), input_index, channel))
+
+    def process_watermark_status(self, idle: bool, input_index: int = 1, channel: int = 0) -> None:
+        """Feed a watermark status: channel ``channel`` became idle (or active again)."""
+        self._send(WatermarkStatusEvent(idle, input_index, channel))
+
+    def set_processing_time(self, now: int) -> None:
+        """Move the harness's ManualClock to ``now`` ms; due processing-time timers fire."""
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("set_processing_time needs the harness's ManualClock (clock=None)")
+        self.clock.set(now)
+        self._send(ProcessingTimeTick())
 
     def end_input(self, input_index: int = 1, max_watermark: bool = True) -> None:
         """End one input on all its channels, after MAX_WATERMARK as a source sends it."""
@@ -232,10 +259,24 @@ class TaskHarness:
         """Everything emitted, as rows."""
         return self.output().to_pylist()
 
+    def side_output(self, tag: OutputTag) -> pa.Table:
+        """Everything the chain emitted to side output ``tag`` (empty if nothing)."""
+        batches = self.writer.side_batches.get(check_tag(tag, "side_output").name)
+        return pa.Table.from_batches(batches) if batches else pa.table({})
+
+    def side_output_rows(self, tag: OutputTag) -> list[dict[str, Any]]:
+        """Everything emitted to side output ``tag``, as rows."""
+        return self.side_output(tag).to_pylist()
+
     @property
     def watermarks(self) -> list[int]:
         """Watermarks that left the chain, in order."""
         return self.writer.watermarks
+
+    @property
+    def watermark_statuses(self) -> list[bool]:
+        """Watermark statuses that left the chain, in order (True: idle)."""
+        return self.writer.statuses
 
     @property
     def state(self) -> ExecutionState:

@@ -8,19 +8,25 @@ millisecond), so its ``max_out_of_orderness`` is milliseconds or a ``timedelta``
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import EventTimeError
+from flintlock.core.processing_time import Clock
+from flintlock.core.watermark_generators import (
+    BoundedOutOfOrderness,
+    NoWatermarks,
+    WatermarkGenerator,
+    WithIdleness,
+)
 
 _UNITS_PER_MILLI = {"ms": 1, "us": 1000, "ns": 1_000_000}
-
-
-class EventTimeError(FlintlockError):
-    """An event-time column is missing or not of an integer or timestamp type."""
 
 
 def is_event_time_type(kind: pa.DataType) -> bool:
@@ -80,36 +86,127 @@ def as_millis(duration: int | timedelta) -> int:
 
 @dataclass(frozen=True)
 class WatermarkStrategy:
-    """Bounded out-of-orderness over an integer or timestamp column (Flink's default).
+    """How event time progresses: a timestamp column and a watermark generator (Flink's
+    WatermarkStrategy), run over each batch a source (or ``assign_timestamps_and_watermarks``)
+    passes on.
 
-    After each batch the watermark is ``max timestamp seen - max_out_of_orderness - 1``.
-    For a timestamp column, timestamps are epoch milliseconds and ``max_out_of_orderness``
-    is milliseconds (an int) or a ``timedelta``.
+    ``WatermarkStrategy("ts", 500)`` is bounded out-of-orderness (Flink's default): the
+    watermark is ``max timestamp seen - max_out_of_orderness - 1``. Also
+    ``for_monotonous_timestamps``, ``no_watermarks``, ``for_generator`` (your own
+    ``WatermarkGenerator``), and the modifiers ``with_idleness`` and ``with_interval``.
+    For a timestamp column, timestamps are epoch milliseconds and durations are
+    milliseconds (an int) or a ``timedelta``.
     """
 
-    timestamp_column: str
+    timestamp_column: str | None
     max_out_of_orderness: int | timedelta = 0
+    generator: Callable[[], WatermarkGenerator] | None = None
+    """A factory of the custom generator (one per subtask); None: bounded out-of-orderness."""
+    emits_watermarks: bool = True
+    """False for ``no_watermarks``: timestamps only, event time never advances."""
+    idle_timeout: int | timedelta | None = None
+    """``with_idleness``: processing time (ms) without rows after which the subtask is idle."""
+    interval_rows: int | None = None
+    """``with_interval(rows=N)``: the periodic emit after every N rows (batches are sliced)."""
+    interval_millis: int | None = None
+    """``with_interval(millis=N)``: the periodic emit after a batch once N ms passed."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.timestamp_column, str) or not self.timestamp_column:
+        column = self.timestamp_column
+        if column is not None and (not isinstance(column, str) or not column):
             raise EventTimeError(
-                f"WatermarkStrategy: timestamp_column must be a column name, got "
-                f"{self.timestamp_column!r}"
+                f"WatermarkStrategy: timestamp_column must be a column name, got {column!r}"
             )
-        out_of_orderness = self.max_out_of_orderness
-        if isinstance(out_of_orderness, bool) or not isinstance(out_of_orderness, int | timedelta):
+        if column is None and self.emits_watermarks:
             raise EventTimeError(
-                f"WatermarkStrategy: max_out_of_orderness must be an int (the column's unit; "
-                f"milliseconds for timestamps) or a timedelta, got {out_of_orderness!r}"
+                "WatermarkStrategy: watermarks need a timestamp_column (only no_watermarks() "
+                "may go without one)"
             )
-        if as_millis(out_of_orderness) < 0:
+        _check_duration(self.max_out_of_orderness, "max_out_of_orderness")
+        if self.idle_timeout is not None:
+            _check_duration(self.idle_timeout, "idle timeout")
+        if self.generator is not None and not callable(self.generator):
             raise EventTimeError(
-                f"WatermarkStrategy: max_out_of_orderness {out_of_orderness!r} is negative"
+                f"WatermarkStrategy: generator must be a factory (a class or function "
+                f"returning a WatermarkGenerator), not {self.generator!r}"
             )
+        for name in ("interval_rows", "interval_millis"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise EventTimeError(f"WatermarkStrategy: {name} must be an int, not {value!r}")
+            if value is not None and value < (1 if name == "interval_rows" else 0):
+                raise EventTimeError(f"WatermarkStrategy: {name} {value} is too small")
+
+    # ---- Flink's factory methods ----
+
+    @classmethod
+    def for_bounded_out_of_orderness(
+        cls, timestamp_column: str, max_out_of_orderness: int | timedelta
+    ) -> WatermarkStrategy:
+        """Watermark = max timestamp seen - max_out_of_orderness - 1."""
+        return cls(timestamp_column, max_out_of_orderness)
+
+    @classmethod
+    def for_monotonous_timestamps(cls, timestamp_column: str) -> WatermarkStrategy:
+        """Timestamps never decrease: watermark = max timestamp seen - 1."""
+        return cls(timestamp_column, 0)
+
+    @classmethod
+    def no_watermarks(cls, timestamp_column: str | None = None) -> WatermarkStrategy:
+        """No watermarks (only MAX_WATERMARK when the input ends); the column, if given,
+        still gives ``ctx.timestamp()``."""
+        return cls(timestamp_column, emits_watermarks=False)
+
+    @classmethod
+    def for_generator(
+        cls, generator: Callable[[], WatermarkGenerator], timestamp_column: str
+    ) -> WatermarkStrategy:
+        """Your own WatermarkGenerator (``on_event`` per batch, ``on_periodic_emit``)."""
+        return cls(timestamp_column, generator=generator)
+
+    # ---- modifiers ----
+
+    def with_idleness(self, timeout: int | timedelta) -> WatermarkStrategy:
+        """Mark a subtask idle once it read no row for ``timeout`` of processing time, so
+        that downstream its channel leaves the watermark min until rows come again."""
+        return dataclasses.replace(self, idle_timeout=timeout)
+
+    def with_interval(
+        self, rows: int | None = None, millis: int | timedelta | None = None
+    ) -> WatermarkStrategy:
+        """How often the periodic emit runs: every ``rows`` rows (each batch is sliced, so
+        watermarks are finer than the batches), or after a batch once ``millis`` of
+        processing time passed (Flink's auto-watermark interval). Default: every batch."""
+        if (rows is None) == (millis is None):
+            raise EventTimeError("with_interval takes one of rows= or millis=")
+        interval = None if millis is None else as_millis(millis)
+        return dataclasses.replace(self, interval_rows=rows, interval_millis=interval)
+
+    # ---- use ----
+
+    def create_generator(self, clock: Clock) -> WatermarkGenerator:
+        """A fresh generator for one subtask (idleness measured on ``clock``)."""
+        generator: WatermarkGenerator
+        if not self.emits_watermarks:
+            generator = NoWatermarks()
+        elif self.generator is not None:
+            generator = self.generator()
+            if not isinstance(generator, WatermarkGenerator):
+                raise EventTimeError(
+                    f"WatermarkStrategy: the generator factory returned "
+                    f"{type(generator).__name__}, not a WatermarkGenerator"
+                )
+        else:
+            generator = BoundedOutOfOrderness(as_millis(self.max_out_of_orderness))
+        if self.idle_timeout is not None:
+            generator = WithIdleness(generator, as_millis(self.idle_timeout), clock)
+        return generator
 
     def check_schema(self, schema: pa.Schema, where: str) -> None:
         """An error naming the column if ``schema`` lacks it or it is not integer or timestamp."""
         name = self.timestamp_column
+        if name is None:
+            return
         index = schema.get_field_index(name)
         if index < 0:
             raise EventTimeError(
@@ -123,26 +220,12 @@ class WatermarkStrategy:
                 f"it must be an integer (any unit) or a timestamp (read as epoch milliseconds)"
             )
 
-    def watermark_after(self, batch: pa.RecordBatch, previous_max: int | None) -> int | None:
-        """The highest timestamp seen so far, including ``batch`` (one compute call)."""
-        if batch.num_rows == 0:
-            return previous_max
-        name = self.timestamp_column
-        index = batch.schema.get_field_index(name)
-        if index < 0:
-            raise EventTimeError(
-                f"the WatermarkStrategy's timestamp column '{name}' is not in the source's "
-                f"batch; its columns are {batch.schema.names}"
-            )
-        column = batch.column(index)
-        _check_type(column.type, name)
-        highest = pc.max(column)
-        if not highest.is_valid:
-            return previous_max
-        raw = highest.value if pa.types.is_timestamp(column.type) else highest.as_py()
-        batch_max = _scalar_millis(raw, column.type)
-        return batch_max if previous_max is None else max(previous_max, batch_max)
 
-    def watermark_for(self, max_timestamp: int) -> int:
-        """The watermark once ``max_timestamp`` has been seen."""
-        return max_timestamp - as_millis(self.max_out_of_orderness) - 1
+def _check_duration(duration: Any, what: str) -> None:
+    if isinstance(duration, bool) or not isinstance(duration, int | timedelta):
+        raise EventTimeError(
+            f"WatermarkStrategy: {what} must be an int (the column's unit; milliseconds for "
+            f"timestamps) or a timedelta, got {duration!r}"
+        )
+    if as_millis(duration) < 0:
+        raise EventTimeError(f"WatermarkStrategy: {what} {duration!r} is negative")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.job_graph import GraphError
+from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.state.aggregate import AggregateFunction
 from flintlock.core.window_assigners import Trigger, WindowAssigner
 from flintlock.core.window_functions import (
@@ -44,6 +45,7 @@ class WindowedStream:
         self.assigner = assigner
         self._trigger: Trigger | None = None
         self._allowed_lateness = 0
+        self._late_tag: OutputTag | None = None
 
     def trigger(self, trigger: Trigger) -> WindowedStream:
         """Decide when windows fire (default: EventTimeTrigger)."""
@@ -58,6 +60,12 @@ class WindowedStream:
         if not isinstance(milliseconds, int) or isinstance(milliseconds, bool) or milliseconds < 0:
             raise GraphError(f"allowed_lateness must be an int >= 0 (ms), not {milliseconds!r}")
         self._allowed_lateness = milliseconds
+        return self
+
+    def side_output_late_data(self, tag: OutputTag) -> WindowedStream:
+        """Send rows too late for every window (past the allowed lateness) to side output
+        ``tag`` instead of dropping them: ``result.get_side_output(tag)``."""
+        self._late_tag = check_tag(tag, "side_output_late_data")
         return self
 
     def reduce(
@@ -134,8 +142,11 @@ class WindowedStream:
             factory(assigner, aggregates, key, column)
         except ValueError as error:
             raise GraphError(f"{where}: {error}") from None
+        late = self._late_tag
         return stream._then(
-            "window_aggregate", name, lambda n: factory(assigner, aggregates, key, column, name=n)
+            "window_aggregate",
+            name,
+            lambda n: factory(assigner, aggregates, key, column, name=n, late_tag=late),
         )
 
     def _check_window_function(self, function: Any) -> None:
@@ -152,6 +163,7 @@ class WindowedStream:
         factory = stream.env.operator("window")
         key, column = stream.key_selector, stream.timestamp_column
         assigner, trigger, lateness = self.assigner, self._trigger, self._allowed_lateness
+        late = self._late_tag
         return stream._then(
             "window",
             name,
@@ -164,6 +176,7 @@ class WindowedStream:
                 allowed_lateness=lateness,
                 name=n,
                 output_schema=schema,
+                late_tag=late,
             ),
             schema=schema,
         )

@@ -34,10 +34,12 @@ from flintlock.core.functions import (
     Function,
     KeyedProcessFunction,
     MapFunction,
+    OnTimerContext,
     ProcessContext,
     ProcessFunction,
     RuntimeContext,
     SinkFunction,
+    TimerService,
 )
 from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job_errors import (
@@ -58,6 +60,8 @@ from flintlock.core.operator import (
     TwoInputStreamOperator,
 )
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.processing_time import ManualClock
+from flintlock.core.side_outputs import OutputTag, SideOutputError
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
 from flintlock.core.state import (
@@ -66,7 +70,6 @@ from flintlock.core.state import (
     AggregatingStateDescriptor,
     ListState,
     ListStateDescriptor,
-    ManualClock,
     MapState,
     MapStateDescriptor,
     ReducingState,
@@ -80,6 +83,8 @@ from flintlock.core.state import (
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
+from flintlock.core.timers import TimeDomain
+from flintlock.core.watermark_generators import WatermarkGenerator, WatermarkOutput
 from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
 from flintlock.core.window_assigners import (
     EventTimeSessionWindows,
@@ -151,8 +156,10 @@ __all__ = [
     "MapState",
     "MapStateDescriptor",
     "NotPicklableError",
+    "OnTimerContext",
     "OneInputStreamOperator",
     "OneInputStreamTask",
+    "OutputTag",
     "PluginError",
     "PrintSink",
     "ProcessContext",
@@ -164,6 +171,7 @@ __all__ = [
     "RuntimeContext",
     "SQLiteStateBackend",
     "SchemaMismatchError",
+    "SideOutputError",
     "SinkFunction",
     "SinkOutputError",
     "SlidingEventTimeWindows",
@@ -177,7 +185,9 @@ __all__ = [
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
+    "TimeDomain",
     "TimeWindow",
+    "TimerService",
     "Trigger",
     "TriggerResult",
     "TumblingEventTimeWindows",
@@ -188,6 +198,8 @@ __all__ = [
     "ValueState",
     "ValueStateDescriptor",
     "Watermark",
+    "WatermarkGenerator",
+    "WatermarkOutput",
     "WatermarkStrategy",
     "WindowAssigner",
     "WindowContext",

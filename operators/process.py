@@ -16,6 +16,7 @@ from flintlock.core.functions import (
     Collector,
     CoProcessFunction,
     KeyedProcessFunction,
+    OnTimerContext,
     ProcessContext,
     ProcessFunction,
 )
@@ -27,6 +28,8 @@ from flintlock.core.operator import (
 )
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.side_outputs import SideOutputCollector
+from flintlock.core.timers import TimeDomain
 from flintlock.core.watermarks import event_times
 
 KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
@@ -50,14 +53,18 @@ def as_key_selector(key: KeyLike) -> KeySelector:
 
 
 class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
-    """Shared by the process operators: a collector flushed as one batch per step."""
+    """Shared by the process operators: a collector flushed as one batch per step, side
+    outputs (``ctx.output``) flushed with it, and timers of both domains into ``on_timer``."""
 
     name: str
     output: Any
+    function: Any
 
     def _start_collecting(self, schema: pa.Schema | None) -> None:
         self._collector = Collector()
         self._ctx = ProcessContext(self)
+        self._timer_ctx = OnTimerContext(self)
+        self._side = SideOutputCollector(self.name)
         self._builder = RowBatchBuilder(self.name, schema)
         self.output_schema = schema
 
@@ -68,6 +75,21 @@ class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
             batch = self._builder.build(rows)
             if batch is not None:
                 self.output.emit(batch)
+        if self._side.rows:
+            self._side.flush(self.output)
+
+    def on_event_time(self, timestamp: int, key: Any) -> None:
+        self._on_timer(timestamp, key, TimeDomain.EVENT_TIME)
+
+    def on_processing_time(self, timestamp: int, key: Any) -> None:
+        self._on_timer(timestamp, key, TimeDomain.PROCESSING_TIME)
+
+    def _on_timer(self, timestamp: int, key: Any, domain: TimeDomain) -> None:
+        ctx = self._timer_ctx
+        ctx._key, ctx._timestamp, ctx._domain = key, timestamp, domain
+        on_timer = getattr(self.function, "on_timer", None)
+        if on_timer is not None:
+            on_timer(timestamp, ctx, self._collector)
 
     def after_timers(self) -> None:
         self._flush()
@@ -134,12 +156,6 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
                 ctx._key, ctx._timestamp = key, stamp
                 process(row, ctx, out)
         self._flush()
-
-    def on_event_time(self, timestamp: int, key: Any) -> None:
-        self._ctx._key, self._ctx._timestamp = key, timestamp
-        on_timer = getattr(self.function, "on_timer", None)
-        if on_timer is not None:
-            on_timer(timestamp, self._ctx, self._collector)
 
 
 class KeyedProcessOperator(ProcessOperator):
@@ -218,10 +234,6 @@ class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
                 ctx._key, ctx._timestamp = key, stamp
                 process(row, ctx, out)
         self._flush()
-
-    def on_event_time(self, timestamp: int, key: Any) -> None:
-        self._ctx._key, self._ctx._timestamp = key, timestamp
-        self.function.on_timer(timestamp, self._ctx, self._collector)
 
 
 @hookimpl

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from flintlock.core.keys import KeySelector, python_keys
 from flintlock.core.operator import OneInputStreamOperator
 from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.side_outputs import OutputTag
 from flintlock.core.state import ValueStateDescriptor
 from flintlock.core.state.arrow_codec import keys_to_arrow
 from flintlock.core.watermarks import event_time_millis
@@ -67,8 +68,10 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         key_selector: KeySelector,
         timestamp_column: str,
         name: str | None = None,
+        late_tag: OutputTag | None = None,
     ) -> None:
         super().__init__(name or "window_aggregate")
+        self.late_tag = late_tag
         self.size, self.slide, self.offset = _shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
@@ -113,7 +116,10 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         live = starts + self.size - 1 > self.current_watermark
         if not live.all():
             late_rows = ~live[: len(stamps)]  # a row's last window is its latest
-            self.late_records_dropped += int(late_rows.sum())
+            if self.late_tag is not None:
+                self.output.emit_side(self.late_tag, batch.filter(pa.array(late_rows)))
+            else:
+                self.late_records_dropped += int(late_rows.sum())
             rows, starts = rows[live], starts[live]
         if not len(rows):
             return

@@ -22,6 +22,7 @@ from flintlock.core.keys import KeySelector
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.side_outputs import OutputTag
 from flintlock.core.state import MapStateDescriptor
 from flintlock.core.watermarks import event_times
 from flintlock.core.window_assigners import EventTimeTrigger, TimeWindow, Trigger, WindowAssigner
@@ -63,7 +64,7 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         allowed_lateness: int = 0,
         name: str | None = None,
         output_schema: pa.Schema | None = None,
-        late_rows: Callable[[list[Row]], None] | None = None,
+        late_tag: OutputTag | None = None,
     ) -> None:
         super().__init__(name or "window")
         self.assigner = assigner
@@ -74,7 +75,7 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.timestamp_column = timestamp_column
         self.trigger = trigger or EventTimeTrigger()
         self.allowed_lateness = allowed_lateness
-        self.late_rows = late_rows
+        self.late_tag = late_tag
         self.late_records_dropped = 0
         self._collector = Collector()
         self._builder = RowBatchBuilder(self.name, output_schema)
@@ -97,8 +98,8 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         stamps = event_times(batch, self.timestamp_column)
         keys = self.key_selector.keys(batch)
         set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
-        late: list[Row] = []
-        for row, key, stamp in zip(rows, keys, stamps, strict=True):
+        late: list[int] = []
+        for index, (row, key, stamp) in enumerate(zip(rows, keys, stamps, strict=True)):
             if stamp is None:
                 raise WindowError(
                     f"window '{self.name}': a row has no event time (null in column "
@@ -107,9 +108,9 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             set_key(key)
             self._key = key
             if not self._add(row, stamp):
-                late.append(row)
+                late.append(index)
         if late:
-            self._late(late)
+            self._late(batch, late)
         self._flush()
 
     def _add(self, row: Row, timestamp: int) -> bool:
@@ -155,9 +156,10 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.trigger.on_merge(merged, self._triggers)
         return merged
 
-    def _late(self, rows: list[Row]) -> None:
-        if self.late_rows is not None:
-            self.late_rows(rows)
+    def _late(self, batch: pa.RecordBatch, rows: list[int]) -> None:
+        """Rows too late for every window: to the late-data side output, or counted."""
+        if self.late_tag is not None:
+            self.output.emit_side(self.late_tag, batch.take(pa.array(rows, pa.int64())))
         else:
             self.late_records_dropped += len(rows)
 

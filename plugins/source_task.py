@@ -22,9 +22,9 @@ class SourceStreamTask(StreamTask):
         """Emit batches until the source is exhausted (bounded input)."""
         head = self.chain.head
         assert isinstance(head, SourceOperator)
-        emit_next = head.emit_next
+        emit_next, fire_processing_timers = head.emit_next, self.processing_time.fire_due
         while emit_next():
-            pass
+            fire_processing_timers()
         self.chain.process_head_watermark(MAX_WATERMARK, 1)
         self.input_ended = True
 

@@ -241,7 +241,7 @@ def test_expired_entries_are_not_snapshotted(backend: str) -> None:
         clock.advance(5)
     keyed.set_current_key("new")
     items.add(99)  # at 110
-    clock.now_ms = 112  # "old" (written at 100) expired at 110; "new" lives until 115
+    clock.now = 112  # "old" (written at 100) expired at 110; "new" lives until 115
     snapshot = harness.checkpoint(1)
     files = {f.name: f.path for f in snapshot.operator("ttl").keyed}  # type: ignore[union-attr]
     assert pa.ipc.open_file(files["v"]).read_all().to_pylist() == [
@@ -256,13 +256,13 @@ def test_expired_entries_are_not_snapshotted(backend: str) -> None:
         }
     ]
     # the timestamps survive a restore: "new"'s value expires at 115, its 99 at 120
-    clock.now_ms = 114
+    clock.now = 114
     _, restored = opened(backend, clock, restore_from=snapshot)
     value = restored.get_state(ValueStateDescriptor("v", pa.int64(), ttl_config=ttl(10)))
     items = restored.get_state(ListStateDescriptor("l", pa.int64(), ttl_config=ttl(10)))
     restored.set_current_key("new")
     assert (value.value(), items.get()) == (5, [5, 99])
-    clock.now_ms = 115
+    clock.now = 115
     assert (value.value(), items.get()) == (None, [99])
 
 

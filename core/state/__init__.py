@@ -1,5 +1,6 @@
 """Managed state: descriptors, state handles, TTL, backends, and operator state."""
 
+from flintlock.core.processing_time import ManualClock
 from flintlock.core.state.aggregate import AggregateFunction
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
@@ -16,7 +17,7 @@ from flintlock.core.state.handles import (
     ReducingState,
     ValueState,
 )
-from flintlock.core.state.ttl import ManualClock, StateTtlConfig, StateVisibility, UpdateType
+from flintlock.core.state.ttl import StateTtlConfig, StateVisibility, UpdateType
 
 __all__ = [
     "AggregateFunction",

@@ -8,9 +8,10 @@ from typing import Any
 
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.key_groups import key_group_of
+from flintlock.core.processing_time import Clock
 from flintlock.core.snapshots import StateFile
 from flintlock.core.state.descriptors import StateDescriptor
-from flintlock.core.state.ttl import Clock, wall_clock_ms
+from flintlock.core.state.ttl import wall_clock_ms
 
 KEY_GROUP_CACHE_SIZE = 1 << 16
 """Keys whose key group is remembered; the cache starts over when full (memory bound)."""

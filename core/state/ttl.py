@@ -8,34 +8,16 @@ never returned, removed when accessed, and left out of snapshots.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-Clock = Callable[[], int]
+from flintlock.core.processing_time import system_clock
+
 """Processing time in epoch milliseconds."""
 
 
-def wall_clock_ms() -> int:
-    """The wall clock in epoch milliseconds: TTL's time outside tests."""
-    return time.time_ns() // 1_000_000
-
-
-class ManualClock:
-    """A processing-time clock that moves only when told: deterministic TTL tests."""
-
-    def __init__(self, now_ms: int = 0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, millis: int) -> None:
-        """Move the clock forward by ``millis``."""
-        if millis < 0:
-            raise ValueError(f"a clock only moves forward; advance({millis})")
-        self.now_ms += millis
+wall_clock_ms = system_clock
+"""The wall clock in epoch milliseconds: TTL's time outside tests."""
 
 
 class UpdateType(Enum):

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pytest
 
 from flintlock import (
+    CollectSink,
     EventTimeSessionWindows,
+    OutputTag,
     ProcessWindowFunction,
     StreamExecutionEnvironment,
     TumblingEventTimeWindows,
@@ -108,3 +110,52 @@ def test_sessions_on_two_subtasks_equal_plain_python(spark: Any, tmp_path: Path)
         expected.add((key, start, end, n))
     columns = [table.column(c).to_pylist() for c in ("k", "start", "end", "n")]
     assert set(zip(*columns, strict=True)) == expected
+
+
+def simulate(data: pa.Table, batch_size: int, bound: int, size: int) -> tuple[Any, list[int]]:
+    """Plain Python at parallelism 1: the source's watermark after each batch decides
+    which rows are late; the others are counted per (key, window start)."""
+    keys, stamps = data.column("k").to_pylist(), data.column("ts").to_pylist()
+    watermark, top = -(2**63), -(2**63)
+    counts: dict[tuple[int, int], int] = {}
+    late = []
+    for first in range(0, len(stamps), batch_size):
+        for k, ts in zip(
+            keys[first : first + batch_size], stamps[first : first + batch_size], strict=True
+        ):
+            start = ts - ts % size
+            if start + size - 1 <= watermark:
+                late.append(ts)
+            else:
+                counts[(k, start)] = counts.get((k, start), 0) + 1
+            top = max(top, ts)
+        watermark = max(watermark, top - bound - 1)
+    return {(k, s, n) for (k, s), n in counts.items()}, sorted(late)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch_level", [False, True])
+def test_late_rows_go_to_the_late_data_side_output(
+    spark: Any, tmp_path: Path, batch_level: bool
+) -> None:
+    data = out_of_order_rows()
+    expected, late = simulate(data, 1000, 100, 100)
+    assert late  # the bound is tight enough that some rows are late
+    env = StreamExecutionEnvironment(parallelism=1, spark=spark, checkpoint_dir=str(tmp_path))
+    stream = env.from_arrow(data, batch_size=1000, watermark_strategy=WatermarkStrategy("ts", 100))
+    tag = OutputTag("late", data.schema)
+    windows = stream.key_by("k").window(TumblingEventTimeWindows.of(100)).side_output_late_data(tag)
+    if batch_level:
+        window_out = windows.aggregate_columns({"n": ("ts", "count")}, name="counts")
+        counted = window_out.map_batch(
+            lambda b: b.rename_columns(["k", "start", "end", "n"]).drop_columns(["end"]),
+            name="rename",
+        )
+    else:
+        window_out = counted = windows.aggregate(CountRows(), KeyAndWindow(), name="counts")
+    counted.sink_to(CollectSink("counts"), name="counts-out")
+    window_out.get_side_output(tag).sink_to(CollectSink("late"), name="late-out")
+    result = env.execute(f"late-{batch_level}")
+    assert as_set(result.collected["counts-out"]) == expected
+    assert result.collected["counts-out"].num_rows == len(expected)
+    assert sorted(result.collected["late-out"].column("ts").to_pylist()) == late

@@ -1,0 +1,226 @@
+"""Timers of both time domains in the harness: exact on_timer sequences, timestamp order,
+dedup, delete, the timer context, snapshot and restore, and the finish rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from flintlock import KeyedProcessFunction, OutputTag, TimeDomain
+from flintlock.operators.process import KeyedProcessOperator
+from flintlock.testing import OneInputHarness, TwoInputHarness
+
+MAX = 2**63 - 1
+FIRED = pa.schema(
+    [("key", pa.string()), ("at", pa.int64()), ("domain", pa.string()), ("ts", pa.int64())]
+)
+REARMED = OutputTag("rearmed", pa.schema([("key", pa.string()), ("at", pa.int64())]))
+
+
+class Timers(KeyedProcessFunction):
+    """Registers or deletes a timer per record, as the record says; reports each firing."""
+
+    output_schema = FIRED
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        service = ctx.timer_service()
+        action = {
+            "event": service.register_event_time_timer,
+            "proc": service.register_processing_time_timer,
+            "del_event": service.delete_event_time_timer,
+            "del_proc": service.delete_processing_time_timer,
+        }[value["op"]]
+        action(value["at"])
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        domain = ctx.time_domain()
+        out.collect(
+            {
+                "key": ctx.get_current_key(),
+                "at": timestamp,
+                "domain": domain.value,
+                "ts": ctx.timestamp(),
+            }
+        )
+        if ctx.get_current_key() == "rearm" and timestamp < 1000:
+            # a timer registered while timers fire, at or below the same time: same pass
+            if domain is TimeDomain.EVENT_TIME:
+                ctx.timer_service().register_event_time_timer(timestamp + 1)
+            else:
+                ctx.timer_service().register_processing_time_timer(timestamp + 1)
+            ctx.output(REARMED, {"key": "rearm", "at": timestamp + 1})
+
+
+def operator() -> KeyedProcessOperator:
+    return KeyedProcessOperator(Timers(), key_column="key", name="timers")
+
+
+def records(*rows: tuple[str, str, int]) -> list[dict[str, Any]]:
+    return [{"key": k, "op": op, "at": at} for k, op, at in rows]
+
+
+def fired(harness: OneInputHarness) -> list[tuple[str, int, str]]:
+    return [(r["key"], r["at"], r["domain"]) for r in harness.output_rows()]
+
+
+def test_both_domains_fire_in_timestamp_order_once_each_and_survive_restore() -> None:
+    first = OneInputHarness(operator())
+    first.process_records(
+        records(
+            ("a", "event", 30),
+            ("b", "event", 10),
+            ("a", "event", 30),  # the same timer again: registered once
+            ("c", "event", 5),
+            ("a", "proc", 200),
+            ("b", "proc", 100),
+            ("b", "proc", 100),
+            ("c", "proc", 90),
+            ("c", "del_event", 5),  # deleted before it could fire
+            ("c", "del_proc", 90),
+            ("d", "event", 25),
+            ("e", "event", 20),
+        )
+    )
+    first.process_watermark(25)  # b@10, e@20, d@25 — in timestamp order, not registration
+    first.set_processing_time(99)  # nothing due yet
+    first.set_processing_time(150)  # b@100
+    assert fired(first) == [
+        ("b", 10, "event_time"),
+        ("e", 20, "event_time"),
+        ("d", 25, "event_time"),
+        ("b", 100, "processing_time"),
+    ]
+    assert [r["ts"] for r in first.output_rows()] == [10, 20, 25, 100]  # ctx.timestamp()
+    snapshot = first.checkpoint(1)
+
+    timers_file = snapshot.operator("timers").timers  # type: ignore[union-attr]
+    assert timers_file is not None
+    table = pa.ipc.open_file(timers_file).read_all()
+    assert list(
+        zip(
+            *(table.column(c).to_pylist() for c in ("key", "timestamp", "time_domain")), strict=True
+        )
+    ) == [
+        ("a", 30, "event_time"),
+        ("a", 200, "processing_time"),
+    ]
+
+    restored = OneInputHarness(operator(), restore_from=snapshot)
+    restored.process_records(records(("f", "proc", 180)))
+    restored.set_processing_time(250)  # f@180, then the restored a@200
+    restored.process_watermark(40)  # the restored a@30
+    assert fired(restored) == [
+        ("f", 180, "processing_time"),
+        ("a", 200, "processing_time"),
+        ("a", 30, "event_time"),
+    ]
+
+
+def test_timers_registered_while_firing_fire_in_the_same_pass_and_reach_side_outputs() -> None:
+    harness = OneInputHarness(operator())
+    harness.process_records(records(("rearm", "event", 5), ("rearm", "proc", 7)))
+    harness.process_watermark(6)  # 5 fires, registers 6, which fires in the same pass
+    harness.set_processing_time(8)  # 7, then 8
+    assert fired(harness) == [
+        ("rearm", 5, "event_time"),
+        ("rearm", 6, "event_time"),
+        ("rearm", 7, "processing_time"),
+        ("rearm", 8, "processing_time"),
+    ]
+    assert harness.side_output_rows(REARMED) == [
+        {"key": "rearm", "at": 6},
+        {"key": "rearm", "at": 7},
+        {"key": "rearm", "at": 8},
+        {"key": "rearm", "at": 9},
+    ]
+    service = harness.operators[0].timer_service()
+    assert service.timers(TimeDomain.EVENT_TIME) == [(7, "rearm")]
+    assert service.timers(TimeDomain.PROCESSING_TIME) == [(9, "rearm")]
+
+
+def test_end_of_input_fires_event_timers_but_never_processing_timers() -> None:
+    harness = OneInputHarness(operator())
+    harness.process_records(records(("a", "event", 50), ("a", "proc", 10)))
+    harness.end_input()  # MAX_WATERMARK fires a@50; a@10 (processing) is quiesced at finish
+    harness.set_processing_time(100)  # too late: the operator finished
+    harness.complete()
+    assert fired(harness) == [("a", 50, "event_time")]
+    service = harness.operators[0].timer_service()
+    assert service.pending(TimeDomain.PROCESSING_TIME) == 1  # still in the final snapshot
+
+
+def test_timers_registered_during_finish_never_fire_in_either_domain() -> None:
+    class LateTimers(KeyedProcessFunction):
+        def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            self.ctx = ctx
+
+        def finish(self) -> None:
+            self.ctx.timer_service().register_event_time_timer(0)
+            self.ctx.timer_service().register_processing_time_timer(0)
+
+        def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+            out.collect({"fired": timestamp})
+
+    late = KeyedProcessOperator(LateTimers(), key_column="key", name="late")
+    harness = OneInputHarness(late)
+    harness.process_records([{"key": "x"}])
+    snapshot = harness.complete()
+    assert harness.output_rows() == []
+    assert late.timer_service().pending() == 2  # accepted, in the final snapshot
+    table = pa.ipc.open_file(snapshot.operator("late").timers).read_all()  # type: ignore[union-attr,arg-type]
+    assert sorted(table.column("time_domain").to_pylist()) == ["event_time", "processing_time"]
+
+
+def test_processing_time_follows_the_harness_clock() -> None:
+    class Now(KeyedProcessFunction):
+        def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            out.collect({"now": ctx.timer_service().current_processing_time()})
+
+    harness = OneInputHarness(KeyedProcessOperator(Now(), key_column="key"))
+    harness.process_records([{"key": "x"}])
+    harness.set_processing_time(42)
+    harness.process_records([{"key": "x"}])
+    assert harness.output_rows() == [{"now": 0}, {"now": 42}]
+    with pytest.raises(Exception, match="cannot go back"):
+        harness.set_processing_time(41)
+
+
+def test_a_timer_timestamp_must_be_an_int() -> None:
+    class Bad(KeyedProcessFunction):
+        def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            ctx.timer_service().register_processing_time_timer(1.5)
+
+    harness = OneInputHarness(KeyedProcessOperator(Bad(), key_column="key", name="bad"))
+    with pytest.raises(Exception) as caught:
+        harness.process_records([{"key": "x"}])
+    assert "a timer's timestamp is an int" in str(caught.value.__cause__)
+
+
+def test_keyed_co_process_timers_of_both_domains() -> None:
+    from flintlock import CoProcessFunction
+    from flintlock.operators.process import CoProcessOperator
+
+    class Both(CoProcessFunction):
+        def process_element1(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            ctx.timer_service().register_event_time_timer(value["at"])
+
+        def process_element2(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+            ctx.timer_service().register_processing_time_timer(value["at"])
+
+        def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+            out.collect(
+                {"key": ctx.get_current_key(), "at": timestamp, "by": ctx.time_domain().value}
+            )
+
+    harness = TwoInputHarness(CoProcessOperator(Both(), key_columns=("key", "key"), name="co"))
+    harness.process_records([{"key": "a", "at": 7}], input_index=1)
+    harness.process_records([{"key": "b", "at": 3}], input_index=2)
+    harness.process_watermark(10, input_index=1)  # input 2 holds event time back
+    harness.set_processing_time(3)
+    harness.process_watermark(10, input_index=2)
+    assert harness.output_rows() == [
+        {"key": "b", "at": 3, "by": "processing_time"},
+        {"key": "a", "at": 7, "by": "event_time"},
+    ]
