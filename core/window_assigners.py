@@ -43,6 +43,8 @@ class WindowAssigner(ABC):
     """Puts each timestamp into windows; ``merging`` assigners' windows merge (sessions)."""
 
     merging = False
+    is_event_time = True
+    """False: windows by processing time (the operator's clock when a row arrives)."""
     window_size: int | None = None
     """The length of every window it makes, if fixed (not for sessions)."""
 
@@ -75,6 +77,21 @@ class TumblingEventTimeWindows(WindowAssigner):
 
     def describe(self) -> str:
         return f"tumbling {self.size} ms"
+
+
+class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
+    """Fixed-size windows of processing time: a row belongs to the window of the moment
+    the operator sees it; a window fires when the clock passes its end."""
+
+    is_event_time = False
+
+    @classmethod
+    def of(cls, size: int, offset: int = 0) -> TumblingProcessingTimeWindows:
+        """Flink's spelling: ``TumblingProcessingTimeWindows.of(1000)``."""
+        return cls(size, offset)
+
+    def describe(self) -> str:
+        return f"tumbling {self.size} ms of processing time"
 
 
 class SlidingEventTimeWindows(WindowAssigner):
@@ -145,9 +162,15 @@ class TriggerContext(Protocol):
 
     def current_watermark(self) -> int: ...
 
+    def current_processing_time(self) -> int: ...
+
     def register_event_time_timer(self, timestamp: int) -> None: ...
 
     def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
 
 
 class Trigger:
@@ -159,6 +182,12 @@ class Trigger:
 
     def on_event_time(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
         """An event-time timer of ``window``'s key fired at ``time``."""
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(
+        self, time: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        """A processing-time timer of ``window``'s key fired at ``time``."""
         return TriggerResult.CONTINUE
 
     def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
@@ -187,3 +216,20 @@ class EventTimeTrigger(Trigger):
 
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
         ctx.delete_event_time_timer(window.max_timestamp())
+
+
+class ProcessingTimeTrigger(Trigger):
+    """Fires when the processing-time clock passes the window's end (the default trigger
+    of processing-time windows)."""
+
+    def on_element(self, timestamp: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        ctx.register_processing_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(
+        self, time: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return TriggerResult.FIRE
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        ctx.delete_processing_time_timer(window.max_timestamp())

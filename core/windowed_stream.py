@@ -35,12 +35,13 @@ class WindowedStream:
             raise GraphError(f"{where}: give a WindowAssigner, e.g. TumblingEventTimeWindows")
         if stream.key_selector is None:
             raise GraphError(f"{where}: windows need a keyed stream: call key_by(...) first")
-        if stream.timestamp_column is None:
+        if assigner.is_event_time and stream.timestamp_column is None:
             raise GraphError(
                 f"{where}: event-time windows need event time: give the source a "
                 f"WatermarkStrategy with a timestamp column"
             )
-        stream._check_event_time("window", None)
+        if assigner.is_event_time:
+            stream._check_event_time("window", None)
         self.stream = stream
         self.assigner = assigner
         self._trigger: Trigger | None = None

@@ -89,11 +89,13 @@ from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
 from flintlock.core.window_assigners import (
     EventTimeSessionWindows,
     EventTimeTrigger,
+    ProcessingTimeTrigger,
     SlidingEventTimeWindows,
     TimeWindow,
     Trigger,
     TriggerResult,
     TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
     WindowAssigner,
 )
 from flintlock.core.window_functions import ProcessWindowFunction, WindowContext
@@ -166,6 +168,7 @@ __all__ = [
     "ProcessFunction",
     "ProcessJoinFunction",
     "ProcessWindowFunction",
+    "ProcessingTimeTrigger",
     "ReducingState",
     "ReducingStateDescriptor",
     "RuntimeContext",
@@ -191,6 +194,7 @@ __all__ = [
     "Trigger",
     "TriggerResult",
     "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "TwoInputStreamOperator",
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",

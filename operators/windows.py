@@ -25,7 +25,13 @@ from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
 from flintlock.core.side_outputs import OutputTag
 from flintlock.core.state import MapStateDescriptor
 from flintlock.core.watermarks import event_times
-from flintlock.core.window_assigners import EventTimeTrigger, TimeWindow, Trigger, WindowAssigner
+from flintlock.core.window_assigners import (
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    TimeWindow,
+    Trigger,
+    WindowAssigner,
+)
 from flintlock.core.window_functions import WindowContents, WindowContext
 
 
@@ -44,11 +50,20 @@ class _TriggerContext:
     def current_watermark(self) -> int:
         return self._operator.current_watermark
 
+    def current_processing_time(self) -> int:
+        return self._operator.timer_service().current_processing_time()
+
     def register_event_time_timer(self, timestamp: int) -> None:
         self._operator.timer_service().register_event_time_timer(timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         self._operator.timer_service().delete_event_time_timer(timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._operator.timer_service().register_processing_time_timer(timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._operator.timer_service().delete_processing_time_timer(timestamp)
 
 
 class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
@@ -59,7 +74,7 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         assigner: WindowAssigner,
         contents: WindowContents,
         key_selector: KeySelector,
-        timestamp_column: str,
+        timestamp_column: str | None,
         trigger: Trigger | None = None,
         allowed_lateness: int = 0,
         name: str | None = None,
@@ -73,8 +88,10 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.key_selector = key_selector
         self.key_column = getattr(key_selector, "column", None)
         self.timestamp_column = timestamp_column
-        self.trigger = trigger or EventTimeTrigger()
-        self.allowed_lateness = allowed_lateness
+        self.event_time = assigner.is_event_time
+        default_trigger = EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
+        self.trigger = trigger or default_trigger
+        self.allowed_lateness = allowed_lateness if self.event_time else 0
         self.late_tag = late_tag
         self.late_records_dropped = 0
         self._collector = Collector()
@@ -95,7 +112,10 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             self.emit_empty()
             return
         rows = rows_of(batch)
-        stamps = event_times(batch, self.timestamp_column)
+        if self.event_time:
+            stamps = event_times(batch, self.timestamp_column)  # type: ignore[arg-type]
+        else:  # processing time: every row of the batch arrives now
+            stamps = [self.timer_service().current_processing_time()] * len(rows)
         keys = self.key_selector.keys(batch)
         set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
         late: list[int] = []
@@ -132,6 +152,8 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             result = self.trigger.on_element(timestamp, window, self._triggers)
             self._act(window, result, contents)
             self._register_cleanup(window)
+        if not self.event_time:
+            return True
         return added or timestamp + self.allowed_lateness > self.current_watermark
 
     def _merge_sessions(self, new: TimeWindow) -> TimeWindow:
@@ -166,10 +188,18 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     # ---- time ----
 
     def on_event_time(self, timestamp: int, key: Any) -> None:
+        if self.event_time:
+            self._on_timer(timestamp, key, self.trigger.on_event_time)
+
+    def on_processing_time(self, timestamp: int, key: Any) -> None:
+        if not self.event_time:
+            self._on_timer(timestamp, key, self.trigger.on_processing_time)
+
+    def _on_timer(self, timestamp: int, key: Any, on_time: Any) -> None:
         self._key = key
         for start, end in self._windows_due(timestamp):
             window = TimeWindow(start, end)
-            result = self.trigger.on_event_time(timestamp, window, self._triggers)
+            result = on_time(timestamp, window, self._triggers)
             self._act(window, result, self._windows.get(start))
             if timestamp == self._cleanup_time(window) and self._ends.contains(start):
                 self.trigger.clear(window, self._triggers)
@@ -198,13 +228,16 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             self._windows.remove(window.start)
 
     def _is_late(self, window: TimeWindow) -> bool:
-        return self._cleanup_time(window) <= self.current_watermark
+        return self.event_time and self._cleanup_time(window) <= self.current_watermark
 
     def _cleanup_time(self, window: TimeWindow) -> int:
         return window.max_timestamp() + self.allowed_lateness
 
     def _register_cleanup(self, window: TimeWindow) -> None:
-        self._triggers.register_event_time_timer(self._cleanup_time(window))
+        if self.event_time:
+            self._triggers.register_event_time_timer(self._cleanup_time(window))
+        else:
+            self._triggers.register_processing_time_timer(self._cleanup_time(window))
 
     def _drop(self, window: TimeWindow) -> None:
         self._windows.remove(window.start)

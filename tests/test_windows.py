@@ -18,6 +18,7 @@ from flintlock import (
     StreamExecutionEnvironment,
     TimeWindow,
     TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
     WatermarkStrategy,
 )
 from flintlock.core.keys import ColumnKey
@@ -226,3 +227,35 @@ def test_windows_need_a_keyed_stream_with_event_time() -> None:
     timed = env.from_collection([{"k": "a", "t": 1}], watermark_strategy=WatermarkStrategy("t", 0))
     with pytest.raises(GraphError, match="aggregate: give an AggregateFunction"):
         timed.key_by("k").window(TumblingEventTimeWindows.of(10)).aggregate(lambda r: r)  # type: ignore[arg-type]
+
+
+def test_processing_time_windows_fire_when_the_clock_passes_their_end() -> None:
+    operator = WindowOperator(
+        TumblingProcessingTimeWindows.of(10),
+        ListContents(Describe()),
+        ColumnKey("k"),
+        None,
+        name="w",
+    )
+    harness = OneInputHarness(operator)
+    harness.set_processing_time(3)
+    harness.process_records([{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}])
+    harness.set_processing_time(8)
+    assert harness.output_rows() == []  # [0, 10) fires at its last millisecond, 9
+    harness.process_records([{"k": "a", "v": 4}])
+    harness.set_processing_time(9)
+    assert sorted_rows(harness) == [
+        {"k": "a", "start": 0, "end": 10, "n": 3, "sum": 8},
+        {"k": "b", "start": 0, "end": 10, "n": 1, "sum": 2},
+    ]
+    harness.set_processing_time(10)
+    harness.process_records([{"k": "a", "v": 5}])  # in [10, 20): pending at the end
+    harness.end_input()  # end of input stops processing time: it never fires (Flink)
+    assert len(harness.output_rows()) == 2
+
+
+def test_processing_time_windows_need_no_event_time() -> None:
+    env = StreamExecutionEnvironment(parallelism=1)
+    plain = env.from_collection([{"k": "a", "v": 1}]).key_by("k")
+    windowed = plain.window(TumblingProcessingTimeWindows.of(10))
+    assert windowed.process(Describe()).schema is None
