@@ -32,8 +32,11 @@ def test_every_state_type_on_spark(spark: Any, tmp_path: Path, backend: str) -> 
     env = StreamExecutionEnvironment(
         parallelism=2, spark=spark, checkpoint_dir=str(tmp_path), state_backend=backend
     )
-    stream = env.from_collection(data, batch_size=50).key_by("k").process(AllStates())
-    stream.sink_to(env.registry.get("sink", "collect")(name="out", schema=stream.schema))
+    source = env.from_collection(data, batch_size=50).set_parallelism(1)  # one order per key
+    stream = source.key_by("k").process(AllStates())
+    stream.sink_to(
+        env.registry.get("sink", "collect")(name="out", schema=stream.schema), name="out"
+    )
     result = env.execute("all-states")
     got = result.collected["out"].to_pylist()
     assert by_key(got) == by_key(all_states_reference(data))
@@ -59,9 +62,11 @@ def test_batch_level_equals_per_record_on_spark_with_the_backend_chosen_per_job(
 
     def run(function: Any, batch: bool, backend: str) -> dict[int, int]:
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
-        keyed = env.from_arrow(table, batch_size=2048).key_by("k")
+        keyed = env.from_arrow(table, batch_size=2048).set_parallelism(1).key_by("k")
         stream = keyed.process_batch(function) if batch else keyed.process(function)
-        stream.sink_to(env.registry.get("sink", "collect")(name="out", schema=stream.schema))
+        stream.sink_to(
+            env.registry.get("sink", "collect")(name="out", schema=stream.schema), name="out"
+        )
         name = f"w2-{backend}-{'batch' if batch else 'record'}"
         out = env.execute(name, state_backend=backend).collected["out"]
         return dict(zip(out.column("i").to_pylist(), out.column("total").to_pylist(), strict=True))
