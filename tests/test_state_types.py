@@ -323,3 +323,49 @@ def test_sqlite_keeps_state_off_the_python_heap() -> None:
     assert peak < 5_000_000, peak
     keyed.set_current_key(19_999)
     assert state.value() == payload
+
+
+class CountPerKey(KeyedProcessFunction):
+    """Counts records per key in ValueState and lists the days of each key in MapState."""
+
+    def open(self) -> None:
+        ctx = self.runtime_context
+        self.n = ctx.get_state(ValueStateDescriptor("n", pa.int64(), default=0))
+        self.seen = ctx.get_map_state(MapStateDescriptor("seen", pa.int64(), pa.bool_()))
+
+    def process_element(self, value, ctx, out):  # type: ignore[no-untyped-def]
+        self.n.update(self.n.value() + 1)
+        self.seen.put(value["day"], True)
+        out.collect({"key": repr(ctx.get_current_key()), "n": self.n.value()})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key", [["user", "day"], "flag"])
+def test_tuple_and_bool_keys_keep_their_state_across_a_restore(backend: str, key: Any) -> None:
+    rows = [
+        {"user": u, "day": d, "flag": f}
+        for u, d, f in [("ada", 1, True), ("bob", 1, False), ("ada", 1, True), ("ada", 2, True)]
+    ]
+
+    def operator() -> KeyedProcessOperator:
+        return KeyedProcessOperator(CountPerKey(), key_column=key, name="count")
+
+    first = OneInputHarness(operator(), state_backend=backend)
+    first.process_records(rows[:3])
+    snapshot = first.checkpoint(1)
+    files = {f.name: f.path for f in snapshot.operator("count").keyed}  # type: ignore[union-attr]
+    written = pa.ipc.open_file(files["n"]).read_all()
+    if isinstance(key, list):  # a tuple key is a struct of its parts
+        assert written.schema.field("key").type == pa.struct(
+            [("0", pa.string()), ("1", pa.int64())]
+        )
+    else:
+        assert written.schema.field("key").type == pa.bool_()
+    second = OneInputHarness(operator(), state_backend=backend, restore_from=snapshot)
+    second.process_records(rows[3:] + rows[:1])
+    second.complete(2)
+    got = [r["n"] for r in first.output_rows() + second.output_rows()]
+    if isinstance(key, list):
+        assert got == [1, 1, 2, 1, 3]  # (ada, 1) thrice, (bob, 1) once, (ada, 2) once
+    else:
+        assert got == [1, 1, 2, 3, 4]  # True four times, False once
