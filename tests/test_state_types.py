@@ -278,6 +278,18 @@ def test_turning_ttl_on_for_restored_state_is_refused_naming_it(backend: str) ->
         restored.get_state(ValueStateDescriptor("tags"))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_state_refuses_none_elements_naming_the_state(backend: str) -> None:
+    _, keyed = opened(backend, ManualClock())
+    items = keyed.get_state(ListStateDescriptor("items", pa.int64()))
+    keyed.set_current_key("a")
+    items.add_all([1, 2])
+    for bad in (lambda: items.add(None), lambda: items.update([3, None])):
+        with pytest.raises(ValueError, match="list state 'items' takes no None elements"):
+            bad()
+    assert items.get() == [1, 2]
+
+
 def test_state_descriptors_check_what_they_are_given() -> None:
     with pytest.raises(ValueError, match="ttl_ms must be an int > 0"):
         StateTtlConfig(0)
