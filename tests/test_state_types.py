@@ -318,8 +318,11 @@ def test_every_backend_is_registered_by_entry_point() -> None:
     }
 
 
-def test_sqlite_keeps_state_off_the_python_heap() -> None:
+def test_sqlite_keeps_state_off_the_python_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     """20 MB of state on the sqlite backend: the Python heap grows by far less."""
+    from flintlock.plugins.sqlite_backend import SQLiteStateBackend
+
+    monkeypatch.setattr(SQLiteStateBackend, "cache_entries", 1000)  # ~1 MB of values
     clock = ManualClock()
     _, keyed = opened("sqlite", clock)
     state = keyed.get_state(ValueStateDescriptor("blob", pa.binary()))
@@ -381,3 +384,35 @@ def test_tuple_and_bool_keys_keep_their_state_across_a_restore(backend: str, key
         assert got == [1, 1, 2, 1, 3]  # (ada, 1) thrice, (bob, 1) once, (ada, 2) once
     else:
         assert got == [1, 1, 2, 3, 4]  # True four times, False once
+
+
+def test_sqlite_write_back_cache_stays_consistent_when_it_overflows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cache of 2 keys: every state type, a restore, per-record and batch access mixed."""
+    from flintlock.plugins.sqlite_backend import SQLiteStateBackend
+
+    monkeypatch.setattr(SQLiteStateBackend, "cache_entries", 2)
+    data = records(200)
+    first = OneInputHarness(all_states(), state_backend="sqlite")
+    first.process_records(data[:90])
+    second = OneInputHarness(all_states(), state_backend="sqlite", restore_from=first.checkpoint(1))
+    second.process_records(data[90:])
+    second.complete(2)
+    assert first.output_rows() + second.output_rows() == all_states_reference(data)
+
+    _, keyed = opened("sqlite", ManualClock())
+    state = keyed.get_state(ValueStateDescriptor("v", pa.int64(), default=-1))
+    for key in range(10):
+        keyed.set_current_key(key)
+        state.update(key * 10)
+    keyed.set_current_key(3)
+    state.clear()  # a delete waiting in the cache
+    keys = pa.array(range(10), pa.int64())
+    assert state.values(keys).to_pylist() == [0, 10, 20, -1, 40, 50, 60, 70, 80, 90]
+    state.update_values(pa.array([0, 9, 3]), pa.array([1, None, 33]))
+    got = []
+    for key in range(10):
+        keyed.set_current_key(key)
+        got.append(state.value())
+    assert got == [1, 10, 20, 33, 40, 50, 60, 70, 80, -1]
