@@ -278,6 +278,18 @@ def test_turning_ttl_on_for_restored_state_is_refused_naming_it(backend: str) ->
         restored.get_state(ValueStateDescriptor("tags"))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_state_refuses_none_elements_naming_the_state(backend: str) -> None:
+    _, keyed = opened(backend, ManualClock())
+    items = keyed.get_state(ListStateDescriptor("items", pa.int64()))
+    keyed.set_current_key("a")
+    items.add_all([1, 2])
+    for bad in (lambda: items.add(None), lambda: items.update([3, None])):
+        with pytest.raises(ValueError, match="list state 'items' takes no None elements"):
+            bad()
+    assert items.get() == [1, 2]
+
+
 def test_state_descriptors_check_what_they_are_given() -> None:
     with pytest.raises(ValueError, match="ttl_ms must be an int > 0"):
         StateTtlConfig(0)
@@ -306,8 +318,11 @@ def test_every_backend_is_registered_by_entry_point() -> None:
     }
 
 
-def test_sqlite_keeps_state_off_the_python_heap() -> None:
+def test_sqlite_keeps_state_off_the_python_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     """20 MB of state on the sqlite backend: the Python heap grows by far less."""
+    from flintlock.plugins.sqlite_backend import SQLiteStateBackend
+
+    monkeypatch.setattr(SQLiteStateBackend, "cache_entries", 1000)  # ~1 MB of values
     clock = ManualClock()
     _, keyed = opened("sqlite", clock)
     state = keyed.get_state(ValueStateDescriptor("blob", pa.binary()))
@@ -323,3 +338,81 @@ def test_sqlite_keeps_state_off_the_python_heap() -> None:
     assert peak < 5_000_000, peak
     keyed.set_current_key(19_999)
     assert state.value() == payload
+
+
+class CountPerKey(KeyedProcessFunction):
+    """Counts records per key in ValueState and lists the days of each key in MapState."""
+
+    def open(self) -> None:
+        ctx = self.runtime_context
+        self.n = ctx.get_state(ValueStateDescriptor("n", pa.int64(), default=0))
+        self.seen = ctx.get_map_state(MapStateDescriptor("seen", pa.int64(), pa.bool_()))
+
+    def process_element(self, value, ctx, out):  # type: ignore[no-untyped-def]
+        self.n.update(self.n.value() + 1)
+        self.seen.put(value["day"], True)
+        out.collect({"key": repr(ctx.get_current_key()), "n": self.n.value()})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key", [["user", "day"], "flag"])
+def test_tuple_and_bool_keys_keep_their_state_across_a_restore(backend: str, key: Any) -> None:
+    rows = [
+        {"user": u, "day": d, "flag": f}
+        for u, d, f in [("ada", 1, True), ("bob", 1, False), ("ada", 1, True), ("ada", 2, True)]
+    ]
+
+    def operator() -> KeyedProcessOperator:
+        return KeyedProcessOperator(CountPerKey(), key_column=key, name="count")
+
+    first = OneInputHarness(operator(), state_backend=backend)
+    first.process_records(rows[:3])
+    snapshot = first.checkpoint(1)
+    files = {f.name: f.path for f in snapshot.operator("count").keyed}  # type: ignore[union-attr]
+    written = pa.ipc.open_file(files["n"]).read_all()
+    if isinstance(key, list):  # a tuple key is a struct of its parts
+        assert written.schema.field("key").type == pa.struct(
+            [("0", pa.string()), ("1", pa.int64())]
+        )
+    else:
+        assert written.schema.field("key").type == pa.bool_()
+    second = OneInputHarness(operator(), state_backend=backend, restore_from=snapshot)
+    second.process_records(rows[3:] + rows[:1])
+    second.complete(2)
+    got = [r["n"] for r in first.output_rows() + second.output_rows()]
+    if isinstance(key, list):
+        assert got == [1, 1, 2, 1, 3]  # (ada, 1) thrice, (bob, 1) once, (ada, 2) once
+    else:
+        assert got == [1, 1, 2, 3, 4]  # True four times, False once
+
+
+def test_sqlite_write_back_cache_stays_consistent_when_it_overflows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cache of 2 keys: every state type, a restore, per-record and batch access mixed."""
+    from flintlock.plugins.sqlite_backend import SQLiteStateBackend
+
+    monkeypatch.setattr(SQLiteStateBackend, "cache_entries", 2)
+    data = records(200)
+    first = OneInputHarness(all_states(), state_backend="sqlite")
+    first.process_records(data[:90])
+    second = OneInputHarness(all_states(), state_backend="sqlite", restore_from=first.checkpoint(1))
+    second.process_records(data[90:])
+    second.complete(2)
+    assert first.output_rows() + second.output_rows() == all_states_reference(data)
+
+    _, keyed = opened("sqlite", ManualClock())
+    state = keyed.get_state(ValueStateDescriptor("v", pa.int64(), default=-1))
+    for key in range(10):
+        keyed.set_current_key(key)
+        state.update(key * 10)
+    keyed.set_current_key(3)
+    state.clear()  # a delete waiting in the cache
+    keys = pa.array(range(10), pa.int64())
+    assert state.values(keys).to_pylist() == [0, 10, 20, -1, 40, 50, 60, 70, 80, 90]
+    state.update_values(pa.array([0, 9, 3]), pa.array([1, None, 33]))
+    got = []
+    for key in range(10):
+        keyed.set_current_key(key)
+        got.append(state.value())
+    assert got == [1, 10, 20, 33, 40, 50, 60, 70, 80, -1]

@@ -196,10 +196,12 @@ class _TtlValueState(ValueState):
 
 
 class _ListState(ListState):
-    """Keyed list state; with TTL each element expires on its own."""
+    """Keyed list state; with TTL each element expires on its own. Elements are never
+    None (as in Flink, where a null element is refused)."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
         self._backend, self._table = backend, table
+        self._name = descriptor.name
         config = descriptor.ttl_config
         self._ttl = config.ttl_ms if config is not None else None
         self._refresh = config is not None and config.refresh_on_read
@@ -227,13 +229,20 @@ class _ListState(ListState):
         live = self._live(self._backend.current_key)
         return [value for value, _ in live] if self._ttl is not None else list(live)
 
+    def _check(self, values: list[Any]) -> list[Any]:
+        if any(value is None for value in values):
+            raise ValueError(f"list state '{self._name}' takes no None elements")
+        return values
+
     def add(self, value: Any) -> None:
+        self._check([value])
         key = self._backend.current_key
         live = self._live(key)
         live.append((value, self._backend.ttl_clock()) if self._ttl is not None else value)
         self._table[key] = live
 
     def add_all(self, values: Iterable[Any]) -> None:
+        values = self._check(list(values))
         key = self._backend.current_key
         live = self._live(key)
         if self._ttl is not None:
@@ -244,7 +253,7 @@ class _ListState(ListState):
         self._store(key, live)
 
     def update(self, values: Iterable[Any]) -> None:
-        values = list(values)
+        values = self._check(list(values))
         if self._ttl is not None:
             now = self._backend.ttl_clock()
             values = [(value, now) for value in values]
