@@ -125,4 +125,4 @@ class BroadcastConnectedStream:
             lambda: factory(function, names, key, stamps, name=label, output_schema=output_schema),
             inputs,
         )
-        return DataStream(env, [(t, None)], schema=output_schema)
+        return DataStream(env, [(t, None, None)], schema=output_schema)

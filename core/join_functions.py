@@ -69,7 +69,7 @@ def _two_input(
         InputEdge(t.id, 2, p, side) for t, p, side in right.feed
     ]
     t = env._add(label, lambda: build(label), inputs)
-    return DataStream(env, [(t, None)], schema=schema)
+    return DataStream(env, [(t, None, None)], schema=schema)
 
 
 class IntervalJoin:
