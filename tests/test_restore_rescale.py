@@ -135,3 +135,48 @@ def test_keyed_state_goes_only_to_the_owner_of_its_key_group() -> None:
     restore = rescale(wide, 0, 2)  # new subtask 0 of 2 owns old subtasks 0 and 1's groups
     owners = {s.subtask_index: bool(s.operators["tally"].keyed) for s in restore.snapshots}
     assert owners == {0: True, 1: True, 2: False, 3: False}
+
+
+class Alarm(OneInputStreamOperator):
+    """Registers an event-time timer at ``v`` for each row; emits (k, timestamp) when one fires."""
+
+    key_column = "k"
+
+    def __init__(self) -> None:
+        super().__init__("alarm")
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        keys, values = batch.column("k").to_pylist(), batch.column("v").to_pylist()
+        for k, v in zip(keys, values, strict=True):
+            self.set_current_key(k)
+            self.timer_service().register_event_time_timer(v)
+
+    def on_event_time(self, timestamp: int, key: Any) -> None:
+        self.output.emit(pa.record_batch({"k": [key], "ts": [timestamp]}))
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1)])
+def test_timers_move_with_their_key_groups_and_fire_once(before: int, after: int) -> None:
+    rows = [{"k": i % 17, "v": 1000 - i} for i in range(200)]
+    snapshots = []
+    for subtask in range(before):
+        harness = OneInputHarness(Alarm(), parallelism=before, subtask_index=subtask)
+        harness.process_records([r for r in rows if owner(r["k"], before) == subtask])
+        harness.process_watermark(799)  # fires the timers at or below 799, before the snapshot
+        snapshots.append(harness.checkpoint(1))
+    fired_before = [(r["k"], r["v"]) for r in rows if r["v"] <= 799]
+    fired = []
+    for subtask in range(after):
+        harness = OneInputHarness(
+            Alarm(),
+            parallelism=after,
+            subtask_index=subtask,
+            restore_from=rescale(snapshots, subtask, after),
+        )
+        harness.process_watermark(10_000)
+        out = harness.output_rows()
+        assert [r["ts"] for r in out] == sorted(r["ts"] for r in out)  # timestamp order
+        assert all(owner(r["k"], after) == subtask for r in out)  # fired where the key lives
+        fired += [(r["k"], r["ts"]) for r in out]
+        harness.complete(2)
+    assert sorted(fired) == sorted({(r["k"], r["v"]) for r in rows} - set(fired_before))

@@ -77,6 +77,34 @@ def test_rescaled_restore_equals_an_uninterrupted_run(
     assert result.checkpoint_id == 3  # each restored run's checkpoint follows the restored one
 
 
+def test_every_restored_subtask_is_notified_of_the_restored_checkpoint_before_data(
+    spark: Any, first_half: Path, tmp_path: Path, make_recorder: Any
+) -> None:
+    recorder = make_recorder()
+    env = build(
+        spark, str(tmp_path), ROWS[N // 2 :], 3, "input-2", CollectSink("out"), plugins=[recorder]
+    )
+    result = env.execute("part-2", restore_from=str(first_half), allow_non_restored_state=True)
+    # the second half continues the first half's sums: the uninterrupted run's later rows
+    assert sorted(collected(result)) == [r for r in running_sums(ROWS) if r[1] >= N // 2]
+    chains = {"source:collection": ["source:collection"], "sums -> out": ["out", "sums"]}
+    assert sorted(recorder.by_task) == ["source:collection#0"] + [
+        f"sums -> out#{s}" for s in range(3)
+    ]
+    for task, calls in recorder.by_task.items():
+        operator_calls = [c for c in calls if c[0].startswith("operator_")]
+        kinds = [c[0] for c in operator_calls]
+        last_open = max(i for i, kind in enumerate(kinds) if kind == "operator_open")
+        notified = [c[1:] for c in operator_calls if c[0] == "operator_notify_checkpoint_complete"]
+        # tail to head, as every checkpoint notification along a chain
+        assert notified == [(name, 1) for name in chains[task.split("#")[0]]], task
+        first_notify = kinds.index("operator_notify_checkpoint_complete")
+        assert (
+            first_notify == last_open + 1 and "operator_process_batch" not in kinds[:first_notify]
+        )
+    assert result.checkpoint_id == 2
+
+
 def test_driver_killed_after_the_checkpoint_then_restored_writes_exactly_once(
     spark: Any, tmp_path: Path
 ) -> None:
