@@ -276,8 +276,9 @@ def read_state_file(
 def read_state(path: str, operator: str, state: str) -> pa.Table:
     """The rows of state ``state`` of ``operator`` (uid or name) in the checkpoint at ``path``.
 
-    Keyed state: columns ``key_group``, ``key``, ``value``, by key group. Operator list
-    state: ``subtask`` (the old subtask index) and ``value``, in list order."""
+    Keyed state: columns ``key_group``, ``key``, any others its backend wrote (a map
+    state's ``map_key``, a TTL's timestamps), ``value``; by key group. Operator list state:
+    ``subtask`` (the old subtask index) and ``value``, in list order."""
     checkpoint = load_checkpoint(path)
     info = checkpoint.operator(operator)
     kind = info.states.get(state)
@@ -302,7 +303,8 @@ def read_state(path: str, operator: str, state: str) -> pa.Table:
             for file in snapshotted.keyed:
                 if file.name == state:
                     table = read_state_file(checkpoint.storage, file.path, KEYED_COLUMNS, owned)
-                    tables.append(table.select(list(KEYED_COLUMNS)))
+                    rest = [c for c in table.column_names if c not in KEYED_COLUMNS]
+                    tables.append(table.select(["key_group", "key", *rest, "value"]))
     return _concat(tables, "key_group" if not kind.startswith("operator-") else None)
 
 

@@ -74,7 +74,13 @@ def test_rescaled_restore_equals_an_uninterrupted_run(
         assert state_of(job_folder) == final_totals(ROWS[: 1000 * index])
         restore_from = str(job_folder)
     assert sorted(output) == running_sums(ROWS)
-    assert result.checkpoint_id == 3  # each restored run's checkpoint follows the restored one
+    assert result.checkpoint_id == 3
+    jobs = [(c.job_name, c.checkpoint_id) for c in list_checkpoints(str(tmp_path / "chk"))]
+    assert jobs == [
+        ("part-1", 1),
+        ("part-2", 2),
+        ("part-3", 3),
+    ]  # each restored run's checkpoint follows the restored one
 
 
 def test_every_restored_subtask_is_notified_of_the_restored_checkpoint_before_data(
