@@ -142,9 +142,10 @@ class StreamExecutionEnvironment:
         """A bounded stream of a Spark DataFrame, read in place: each of its partitions is
         one source subtask (one Spark task), so its rows are not shuffled first.
 
-        ``parallelism`` repartitions the input to that many subtasks instead. On Spark
-        Connect, where the partitions cannot be counted, the input is repartitioned to
-        ``parallelism`` or the environment's parallelism.
+        ``parallelism`` repartitions the input to that many subtasks instead. A frame with
+        more partitions than ``max_parallelism`` is coalesced to that many (no shuffle).
+        On Spark Connect, where the partitions cannot be counted, the input is
+        repartitioned to ``parallelism`` or the environment's parallelism.
         """
         if parallelism is not None:
             _check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")

@@ -106,7 +106,8 @@ class JobMaster:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
         checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
         run_id = uuid.uuid4().hex[:12]
-        transformations = [with_source_partitions(t) for t in self.transformations]
+        maximum = self.config.max_parallelism
+        transformations = [with_source_partitions(t, maximum) for t in self.transformations]
         graph = build_job_graph(transformations)
         restore = self.config.restore
         restores = {}

@@ -61,9 +61,14 @@ class OperatorContext:
 
     def describe_position(self) -> str:
         """E.g. ``'2nd of 3 in the chain'``."""
-        n = self.position + 1
-        suffix = {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
-        return f"{n}{suffix} of {self.chain_length} in the chain"
+        return chain_position(self.position, self.chain_length)
+
+
+def chain_position(position: int, chain_length: int) -> str:
+    """Where an operator sits in its chain, for errors: ``'2nd of 3 in the chain'``."""
+    n = position + 1
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
+    return f"{n}{suffix} of {chain_length} in the chain"
 
 
 class StreamOperator:

@@ -80,16 +80,19 @@ def partition_count(frame: DataFrame) -> int | None:
 
 
 def source_frame(
-    frame: DataFrame, parallelism: int | None, default_parallelism: int
+    frame: DataFrame, parallelism: int | None, default_parallelism: int, max_parallelism: int
 ) -> tuple[DataFrame, int]:
     """The DataFrame a source stage reads and its number of subtasks.
 
     Read in place (a subtask per partition, no shuffle) unless ``parallelism`` asks for
     another count, the frame has no partitions, or Spark cannot count them (Connect): then
-    ``repartition`` to ``parallelism`` or, if not given, ``default_parallelism``.
+    ``repartition`` to ``parallelism`` or, if not given, ``default_parallelism``. A frame
+    with more partitions than ``max_parallelism`` is coalesced to it (still no shuffle).
     """
     partitions = partition_count(frame)
     if parallelism is None and partitions:
+        if partitions > max_parallelism:
+            return frame.coalesce(max_parallelism), max_parallelism
         return frame, partitions
     wanted = parallelism or default_parallelism
     if partitions == wanted:
@@ -97,12 +100,14 @@ def source_frame(
     return frame.repartition(wanted), wanted
 
 
-def with_source_partitions(transformation: Transformation) -> Transformation:
+def with_source_partitions(transformation: Transformation, max_parallelism: int) -> Transformation:
     """The transformation as a job runs it now: a DataFrame source with its frame as read
     and its subtask count, counted when the job starts (the frame's plan may depend on
     settings made after ``from_dataframe``)."""
     if transformation.spark_source is None:
         return transformation
     asked = None if transformation.parallelism_from_partitions else transformation.parallelism
-    frame, subtasks = source_frame(transformation.spark_source, asked, transformation.parallelism)
+    frame, subtasks = source_frame(
+        transformation.spark_source, asked, transformation.parallelism, max_parallelism
+    )
     return dataclasses.replace(transformation, spark_source=frame, parallelism=subtasks)

@@ -15,9 +15,11 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import task_marker_path
 from flintlock.core.errors import ChannelError, FlintlockError, LifecycleError, TaskCanceled
 from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.job_graph import JobVertex
 from flintlock.core.message_reader import MessageReader
 from flintlock.core.message_writer import MessageWriter
 from flintlock.core.messages import ACK_VERTEX, Kind, encode_json
+from flintlock.core.operator import StreamOperator, chain_position
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
 from flintlock.core.spark_sources import bind_partition_input
@@ -58,6 +60,24 @@ class StageFunction:
             job_name=plan.job_name,
             job_id=plan.job_id,
         )
+        try:
+            try:
+                task, writer, reader = self._deploy(info, vertex, subtask, batches)
+            except Exception as error:  # before the lifecycle: plugins, operator factories
+                raise _deploy_failure(info, vertex, error) from error
+            _leave_marker(task.environment.storage, info)
+            yield from _run(task, writer, reader, plan)
+        except LifecycleError as error:
+            # The driver sees only this text: the report rides along on one marker line.
+            raise TaskFailedOnWorker(f"{error}\n{error.report.to_line()}") from None
+        finally:
+            bind_partition_input(None)
+
+    def _deploy(
+        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+    ) -> tuple[StreamTask, MessageWriter, MessageReader | None]:
+        """Build the subtask: its input, output, plugins, operators and task type."""
+        plan = self.plan
         writer = MessageWriter(plan, vertex, subtask)
         reader = None
         if vertex.transformations[0].is_source:
@@ -70,7 +90,7 @@ class StageFunction:
         registry = build_registry(manager)
         environment = TaskEnvironment(
             info=info,
-            operators=vertex.build_operators(),
+            operators=_build_operators(vertex),
             writer=writer,
             storage=CheckpointStorage.from_uri(plan.checkpoint_uri),
             plugin_manager=manager,
@@ -81,15 +101,30 @@ class StageFunction:
             epoch_barrier=plan.barrier,
         )
         task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
-        task = task_type(environment, registry)
-        _leave_marker(environment.storage, info)
+        return task_type(environment, registry), writer, reader
+
+
+def _build_operators(vertex: JobVertex) -> list[StreamOperator]:
+    """Fresh operators for one subtask; a failing factory is named on its error."""
+    operators = []
+    for transformation in vertex.transformations:
         try:
-            yield from _run(task, writer, reader, plan)
-        except LifecycleError as error:
-            # The driver sees only this text: the report rides along on one marker line.
-            raise TaskFailedOnWorker(f"{error}\n{error.report.to_line()}") from None
-        finally:
-            bind_partition_input(None)
+            operators.append(transformation.make_operator())
+        except Exception as error:
+            error.flintlock_operator = transformation.name  # type: ignore[attr-defined]
+            raise
+    return operators
+
+
+def _deploy_failure(info: TaskInfo, vertex: JobVertex, error: Exception) -> LifecycleError:
+    """The error of a subtask that could not be built, naming the operator if its
+    factory raised."""
+    operator = getattr(error, "flintlock_operator", None)
+    if operator is None:
+        return LifecycleError(info, "deploy", error)
+    names = [t.name for t in vertex.transformations]
+    position = f"not built, {chain_position(names.index(operator), len(names))}"
+    return LifecycleError(info, "deploy", error, operator, "its factory", position)
 
 
 class TaskFailedOnWorker(FlintlockError):

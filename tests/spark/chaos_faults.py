@@ -117,6 +117,12 @@ class FaultsOfSink:
     faults: list[Fault]
     writes: int
 
+    def _plan(self, markers: str, faults: list[Fault]) -> None:
+        """Where this sink's faults fire, and where their markers go."""
+        self.markers = markers
+        self.faults = faults
+        self.writes = 0
+
     def _fire(self, kind: str, count: int = 1) -> None:
         for fault in self.faults:
             if fault.kind == kind and fault.at == count:
@@ -146,9 +152,7 @@ class FaultyFileSink(FaultsOfSink, FileSink):
 
     def __init__(self, path: str, markers: str, faults: list[Fault], **options: Any) -> None:
         super().__init__(path, **options)
-        self.markers = markers
-        self.faults = faults
-        self.writes = 0
+        self._plan(markers, faults)
 
     def commit(self, context: Any, committables: list[Any]) -> None:
         self._fire("kill_in_commit")
@@ -167,9 +171,7 @@ class FaultyCollectSink(FaultsOfSink, CollectSink):
 
     def __init__(self, name: str, markers: str, faults: list[Fault]) -> None:
         super().__init__(name)
-        self.markers = markers
-        self.faults = faults
-        self.writes = 0
+        self._plan(markers, faults)
 
     def commit(self, context: Any, committables: list[Any]) -> None:
         self._fire("kill_in_commit")

@@ -148,12 +148,19 @@ class RunningCount(KeyedProcessFunction):
         out.collect({"k": value["k"], "n": self.count.value()})
 
 
-def test_a_source_may_have_more_partitions_than_max_parallelism(spark: Any, tmp_path: Path) -> None:
+def test_a_frame_with_more_partitions_than_max_parallelism_is_coalesced(
+    spark: Any, tmp_path: Path
+) -> None:
     frame = spark.range(0, 600, 1, 6).selectExpr("id % 10 as k", "id as v")
     env = StreamExecutionEnvironment(
         parallelism=2, max_parallelism=4, spark=spark, checkpoint_dir=str(tmp_path)
     )
-    table = env.from_dataframe(frame).key_by("k").process(RunningCount()).collect()
+    stream = env.from_dataframe(frame).key_by("k").process(RunningCount())
+    results = []
+    stream.sink_to(CollectSink("counts"), name="counts")
+    tasks = stage_task_counts(spark, lambda: results.append(env.execute("coalesced")))
+    assert tasks == [4, 2, 1]  # 6 partitions read by 4 subtasks (max_parallelism), no shuffle
+    table = results[0].collected["counts"]
     final = {}
     for k, n in zip(table.column("k").to_pylist(), table.column("n").to_pylist(), strict=True):
         final[k] = max(final.get(k, 0), n)

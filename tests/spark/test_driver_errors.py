@@ -21,6 +21,7 @@ from flintlock import (
     FileSink,
     FlintlockError,
     LifecycleError,
+    OneInputStreamOperator,
     StreamExecutionEnvironment,
 )
 from flintlock.core.driver_failures import WorkerCrashedError
@@ -143,3 +144,30 @@ def test_flintlock_run_prints_the_error_once_without_java(tmp_path: Path) -> Non
     assert "record: {'v': 1}" in done.stderr
     assert "py4j" not in done.stderr.lower() and "at org.apache" not in done.stderr
     assert "Traceback (most recent call last)" not in done.stderr
+
+
+class NeedsWorkerConfig(OneInputStreamOperator):
+    """An operator whose constructor fails on the workers (a missing setting, say)."""
+
+    def __init__(self) -> None:
+        from pyspark import TaskContext
+
+        if TaskContext.get() is not None:
+            raise KeyError("SETTING_ONLY_ON_THE_DRIVER")
+
+
+def test_an_operator_factory_failing_on_a_worker_names_the_operator(
+    spark: Any, tmp_path: Path
+) -> None:
+    env = job(spark, tmp_path)
+    env.from_collection([{"v": 1}]).transform("configured", NeedsWorkerConfig).sink_to(
+        CollectSink()
+    )
+    with pytest.raises(LifecycleError) as caught:
+        env.execute("factory")
+    assert caught.value.operator == "configured"
+    message = str(caught.value)
+    assert message.startswith("operator 'configured' failed in its factory")
+    assert "phase deploy" in message and "2nd of 3 in the chain" in message
+    assert "KeyError: 'SETTING_ONLY_ON_THE_DRIVER'" in message
+    assert "in __init__" in no_java(caught.value)
