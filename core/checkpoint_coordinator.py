@@ -48,8 +48,12 @@ class CheckpointCoordinator:
         final: bool,
         acknowledgements: list[dict[str, Any]],
         expected: set[tuple[str, int]],
+        details: dict[str, Any] | None = None,
     ) -> CompletedCheckpoint:
-        """Check every expected subtask acknowledged once; write the metadata atomically."""
+        """Check every expected subtask acknowledged once; write the metadata atomically.
+
+        ``details`` (operators with their uids, max parallelism, what the run restored
+        from) go into the metadata as they are, for restores and offline readers."""
         seen: dict[tuple[str, int], dict[str, Any]] = {}
         for ack in acknowledgements:
             key = (ack["task_name"], ack["subtask_index"])
@@ -78,6 +82,7 @@ class CheckpointCoordinator:
             "final": final,
             "acknowledgements": ordered,
             "committables": committables,
+            **(details or {}),
         }
         try:
             self.storage.write_json_atomically(path, document)
@@ -117,6 +122,31 @@ class CheckpointCoordinator:
         return CommitContext(
             self.job_name, run_id, checkpoint_id, self.storage, job_id=self.folder.job_id
         )
+
+    def retain(self, keep: int) -> list[int]:
+        """Delete the completed checkpoints older than the newest ``keep``; their ids.
+
+        Called once the newest checkpoint is committed, so no pending commit needs an
+        older one. The metadata goes first (the checkpoint is no longer completed), then
+        its subtasks' snapshot files, then its folder."""
+        completed = []
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+                completed.append(int(match.group(1)))
+        deleted = []
+        for checkpoint_id in sorted(completed, reverse=True)[keep:]:
+            folder = f"{self.directory}/chk-{checkpoint_id}"
+            checkpoint = self._read(checkpoint_id, folder)
+            self.storage.filesystem.delete_file(f"{folder}/{METADATA}")
+            self.storage.delete_dir(f"{self.folder.run_dir(checkpoint.run_id)}/chk-{checkpoint_id}")
+            self.storage.delete_dir(folder)
+            deleted.append(checkpoint_id)
+        return deleted
+
+    def _entries(self) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self.directory, allow_not_found=True)
+        return list(self.storage.filesystem.get_file_info(selector))
 
     def latest(self) -> CompletedCheckpoint | None:
         """The completed checkpoint with the highest id, if any.

@@ -74,6 +74,16 @@ class CheckpointStorage:
         except (pa.ArrowInvalid, OSError) as error:
             raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
 
+    def read_schema(self, path: str) -> pa.Schema:
+        """The schema of an Arrow IPC file (its footer only); a damaged file names itself."""
+        try:
+            with self.filesystem.open_input_file(path) as source:
+                return pa.ipc.open_file(source).schema
+        except FileNotFoundError as error:
+            raise CheckpointError(f"the Arrow file {path} is missing") from error
+        except (pa.ArrowInvalid, OSError) as error:
+            raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
+
     def write_json(self, path: str, document: Any) -> int:
         """Write a JSON document; returns its size in bytes."""
         data = json.dumps(document, sort_keys=True, indent=1).encode()

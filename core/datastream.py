@@ -36,6 +36,7 @@ from flintlock.core.parquet_source import ParquetSource
 from flintlock.core.partitioners import BROADCAST, REBALANCE, Partitioner, hash_by
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
+from flintlock.core.restore import operator_uids, prepare_restore
 from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator
@@ -80,6 +81,7 @@ class StreamExecutionEnvironment:
         plugins: Iterable[object] = (),
         master: str | None = None,
         keep_temporary_checkpoints: bool = False,
+        retained_checkpoints: int = 1,
     ) -> None:
         if not _is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
@@ -97,6 +99,12 @@ class StreamExecutionEnvironment:
         self.master = master or os.environ.get("FLINTLOCK_MASTER")
         self.checkpoint_dir = checkpoint_dir
         self.keep_temporary_checkpoints = keep_temporary_checkpoints
+        if not _is_int(retained_checkpoints) or retained_checkpoints < 1:
+            raise GraphError(
+                f"retained_checkpoints {retained_checkpoints!r} must be an int >= 1 (the "
+                f"completed checkpoints a job keeps)"
+            )
+        self.retained_checkpoints = retained_checkpoints
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend
         self.plugins = list(plugins)
@@ -209,7 +217,12 @@ class StreamExecutionEnvironment:
     # ---- running ----
 
     def execute(
-        self, job_name: str = "job", new_run: bool | None = None, state_backend: str | None = None
+        self,
+        job_name: str = "job",
+        new_run: bool | None = None,
+        state_backend: str | None = None,
+        restore_from: str | None = None,
+        allow_non_restored_state: bool = False,
     ) -> JobExecutionResult:
         """Run the program as a bounded job: one epoch, final checkpoint, commits.
 
@@ -221,6 +234,11 @@ class StreamExecutionEnvironment:
         (local mode only) a temporary one is used and removed after the job, unless
         ``keep_temporary_checkpoints`` is set. ``state_backend`` names the state backend of
         this job (default: the environment's).
+
+        ``restore_from`` (a ``chk-<N>`` folder, a savepoint, or a job's folder for its
+        latest checkpoint) gives a run that starts its state: operators are matched by uid,
+        at any parallelism. It is checked before Spark starts; state of an operator the job
+        no longer has is refused unless ``allow_non_restored_state``.
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
@@ -228,6 +246,12 @@ class StreamExecutionEnvironment:
         backend = state_backend if state_backend is not None else self.state_backend
         self.registry.get("state backend", backend)  # a clear error for a wrong name
         check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
+        uids = operator_uids(self.transformations)
+        restore = None
+        if restore_from is not None:
+            restore = prepare_restore(
+                restore_from, uids, self.max_parallelism, allow_non_restored_state
+            )
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
         spark, owned = active_or_local_session(self.spark, self.master)
@@ -248,6 +272,8 @@ class StreamExecutionEnvironment:
                 self.max_parallelism,
                 backend,
                 self.plugins,
+                retained_checkpoints=self.retained_checkpoints,
+                restore=restore,
             )
             return JobMaster(spark, self.transformations, config).execute(new_run=new_run)
         finally:
@@ -594,6 +620,16 @@ class DataStream:
         _check_parallelism(parallelism, self.env.max_parallelism, f"'{name}': set_parallelism")
         transformation.parallelism = parallelism
         transformation.parallelism_from_partitions = False
+        return self
+
+    def uid(self, uid: str) -> DataStream:
+        """Name this operator's state in checkpoints by ``uid`` (default: its name).
+
+        A restore gives each operator the state of the operator with the same uid, so
+        state survives renaming and reordering; uids are unique within a job."""
+        if not isinstance(uid, str) or not uid:
+            raise GraphError(f"uid must be a non-empty string, not {uid!r}")
+        self.transformation.uid = uid
         return self
 
     def set_task_type(self, task_type: str) -> DataStream:

@@ -14,6 +14,11 @@ class CheckpointError(FlintlockError):
     another job's folder); the message names the checkpoint and the file."""
 
 
+class RestoreError(CheckpointError):
+    """A job cannot be restored from a checkpoint or savepoint as asked (state of an
+    operator it no longer has, another max parallelism); the message names what."""
+
+
 class CommitError(FlintlockError):
     """A sink's commit failed; the job is not finished until it succeeds."""
 

@@ -51,6 +51,9 @@ class Transformation:
     sink: Any = None
     """For 2PC sinks: the sink, whose driver-side copy commits."""
     is_sink: bool = False
+    uid: str | None = None
+    """A stable id for this operator's state in checkpoints (``DataStream.uid``); the
+    name when None. A restore matches operators by it."""
     task_type: str | None = None
     """A registered task type chosen with ``set_task_type``; it heads its own vertex."""
 

@@ -16,9 +16,11 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.job_errors import RestoreError
 from flintlock.core.job_folder import JobFolder, JobRecord
-from flintlock.core.job_graph import Transformation, build_job_graph
+from flintlock.core.job_graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
+from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
@@ -57,6 +59,10 @@ class JobConfig:
     max_parallelism: int = 128
     state_backend: str = "hashmap"
     plugins: list[Any] = field(default_factory=list)
+    retained_checkpoints: int = 1
+    """Completed checkpoints kept; older ones are deleted once a newer one is committed."""
+    restore: RestoreSource | None = None
+    """The checked checkpoint a run that starts restores its state from (``restore_from``)."""
 
 
 class JobMaster:
@@ -102,6 +108,13 @@ class JobMaster:
         run_id = uuid.uuid4().hex[:12]
         maximum = self.config.max_parallelism
         transformations = [with_source_partitions(t, maximum) for t in self.transformations]
+        graph = build_job_graph(transformations)
+        restore = self.config.restore
+        restores = {}
+        if restore is not None:
+            self._check_restore_storage(restore)
+            checkpoint_id = max(checkpoint_id, restore.checkpoint_id + 1)
+            restores = plan_restores(restore, graph)
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)
@@ -115,9 +128,10 @@ class JobMaster:
             checkpoint_uri=self.config.checkpoint_uri,
             max_parallelism=self.config.max_parallelism,
             state_backend=self.config.state_backend,
-            graph=build_job_graph(transformations),
+            graph=graph,
             plugins=self.config.plugins,
             job_id=self.folder.job_id,
+            restores=restores,
         )
         try:
             failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, run_id)
@@ -125,7 +139,12 @@ class JobMaster:
                 messages = self._epoch_frame(plan).toArrow()
             acknowledgements = self._read_messages(messages)
             checkpoint = self.coordinator.complete(
-                checkpoint_id, plan.run_id, True, acknowledgements, plan.expected_subtasks()
+                checkpoint_id,
+                plan.run_id,
+                True,
+                acknowledgements,
+                plan.expected_subtasks(),
+                self._checkpoint_details(graph),
             )
         except Exception as error:
             self._record_failed(run_id, error)
@@ -139,6 +158,7 @@ class JobMaster:
         try:
             self.coordinator.commit(checkpoint, self.sinks)
             self._abort_uncommitted(checkpoint.run_id, checkpoint.committables)
+            self.coordinator.retain(self.config.retained_checkpoints)
         except Exception as error:
             self._record_failed(checkpoint.run_id, error)
             raise
@@ -147,6 +167,40 @@ class JobMaster:
             checkpoint.run_id, checkpoint.checkpoint_id, self._result_document(result)
         )
         return result
+
+    def _check_restore_storage(self, restore: RestoreSource) -> None:
+        """Tasks read the restored files through the job's checkpoint file system."""
+        theirs = type(restore.checkpoint.storage.filesystem).__name__
+        ours = type(self.storage.filesystem).__name__
+        if theirs != ours:
+            raise RestoreError(
+                f"checkpoint {restore.checkpoint.path} is on a {theirs}, the job's checkpoint "
+                f"directory {self.config.checkpoint_uri} on a {ours}: copy it there first"
+            )
+
+    def _checkpoint_details(self, graph: JobGraph) -> dict[str, Any]:
+        """What the metadata records besides acknowledgements: operators by name with
+        their uid, vertex and parallelism; max parallelism; the checkpoint restored from."""
+        uids = operator_uids(self.transformations)
+        operators = {
+            t.name: {"uid": uids[t.name], "vertex": v.name, "parallelism": v.parallelism}
+            for v in graph.vertices.values()
+            for t in v.transformations
+        }
+        restore = self.config.restore
+        restored_from = None
+        if restore is not None:
+            restored_from = {
+                "path": restore.checkpoint.path,
+                "job_name": restore.checkpoint.job_name,
+                "checkpoint_id": restore.checkpoint_id,
+                "skipped_uids": restore.dropped,
+            }
+        return {
+            "operators": operators,
+            "max_parallelism": self.config.max_parallelism,
+            "restored_from": restored_from,
+        }
 
     def _record_failed(self, run_id: str, error: Exception) -> None:
         """Record FAILED; if even that fails, say so on the error being raised."""

@@ -42,13 +42,23 @@ class OperatorContext:
     timers: InternalTimerService | None = None
     processing_time: ProcessingTimeService | None = None
     """The task's clock and processing-time timer check (set by the chain in setup)."""
+    restored_types: dict[str, pa.DataType] = field(default_factory=dict)
+    """Restored keyed states' stored value types, checked against their descriptors."""
 
     def keyed_state(self, descriptor: StateDescriptor) -> Any:
-        """The keyed state handle of ``descriptor``; an error if the operator is not keyed."""
+        """The keyed state handle of ``descriptor``; an error if the operator is not keyed,
+        or if restored state cannot be read as the descriptor declares it."""
         if self.keyed_backend is None:
             raise RuntimeError(
                 f"operator '{self.operator_name}' is not keyed: keyed state needs a key "
                 f"(give the operator a key_column, or key_by before it)"
+            )
+        stored = self.restored_types.get(descriptor.name)
+        if stored is not None:
+            from flintlock.core.state_evolution import check_restored_type
+
+            check_restored_type(
+                self.operator_name, descriptor.name, descriptor.kind, stored, descriptor.arrow_type
             )
         return self.keyed_backend.get_state(descriptor)
 

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flintlock.core.events import SnapshotKind
+from flintlock.core.key_groups import key_group_range
 
 MANIFEST = "_task.json"
 
@@ -54,6 +55,15 @@ class TaskSnapshot:
     directory: str
     operators: dict[str, OperatorSnapshot]
     size_bytes: int = 0
+    key_groups: list[int] | None = None
+    """[first, last + 1) of the key groups this subtask owned: every keyed state and timer
+    file it wrote holds rows of these key groups only (None in manifests from before)."""
+
+    def key_group_range(self) -> range:
+        """The key groups this subtask owned (from the manifest, else from its parallelism)."""
+        if self.key_groups is not None:
+            return range(self.key_groups[0], self.key_groups[1])
+        return key_group_range(self.subtask_index, self.parallelism, self.max_parallelism)
 
     def operator(self, name: str) -> OperatorSnapshot | None:
         """The snapshot of operator ``name``, if the chain had it."""

@@ -15,12 +15,14 @@ from flintlock.core.errors import LifecycleError, TaskCanceled, operator_tag
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.hook_runner import HookRunner
 from flintlock.core.hookspecs import TaskPhase
+from flintlock.core.key_groups import key_group_range
 from flintlock.core.operator import StreamOperator
 from flintlock.core.processing_time import ProcessingTimeService
 from flintlock.core.registry import Registry, build_registry
 from flintlock.core.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.task_environment import TaskEnvironment
+from flintlock.core.task_info import TaskInfo
 from flintlock.core.task_state import ExecutionState, check_transition
 
 
@@ -151,6 +153,7 @@ class StreamTask:
             max_parallelism=info.max_parallelism,
             directory=directory,
             operators=operators,
+            key_groups=list(owned_key_groups(info)),
         )
         manifest = f"{directory}/{MANIFEST}"
         size = env.storage.write_json(manifest, snapshot.to_json())
@@ -248,3 +251,9 @@ class StreamTask:
 
     def task_cleanup(self) -> None:
         """Task-specific cleanup: release input channels or source readers."""
+
+
+def owned_key_groups(info: TaskInfo) -> tuple[int, int]:
+    """[first, last + 1) of the key groups a subtask owns, as recorded in its manifest."""
+    owned = key_group_range(info.subtask_index, info.parallelism, info.max_parallelism)
+    return owned.start, owned.stop

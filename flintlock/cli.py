@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import runpy
 import sys
@@ -19,7 +20,9 @@ PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
 
-DESCRIPTION = "Run a flintlock job file on Spark, or list the installed plugins."
+DESCRIPTION = (
+    "Run a flintlock job file on Spark, list the installed plugins, or inspect checkpoints."
+)
 RUN_DESCRIPTION = """\
 Run a Python job file as __main__. The StreamExecutionEnvironments it creates default
 to the options given here; with no Spark session active and no --master, an embedded
@@ -105,8 +108,35 @@ def run_job(
     return 0
 
 
+def checkpoints_command(args: argparse.Namespace) -> int:
+    """``flintlock checkpoints list|show|read``: print what a checkpoint folder holds."""
+    from flintlock.core import checkpoint_reader as reader
+
+    try:
+        if args.action == "list":
+            for c in reader.list_checkpoints(args.dir):
+                if not c.completed:
+                    print(f"chk-{c.checkpoint_id}  incomplete  {c.path}")
+                    continue
+                flags = ("final" if c.final else "-", "committed" if c.committed else "pending")
+                print(
+                    f"chk-{c.checkpoint_id}  {c.job_name}  run {c.run_id}  {flags[0]}  "
+                    f"{flags[1]}  {c.subtasks} subtasks  {c.path}"
+                )
+        elif args.action == "show":
+            print(json.dumps(reader.describe(reader.load_checkpoint(args.dir)), indent=1))
+        else:
+            table = reader.read_state(args.dir, args.operator, args.state)
+            for row in table.to_pylist():
+                print(json.dumps(row, default=str, sort_keys=True))
+    except FlintlockError as error:
+        print(f"flintlock: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: ``flintlock [--version] {run,plugins} ...``."""
+    """The command line: ``flintlock [--version] {run,plugins,checkpoints} ...``."""
     parser = argparse.ArgumentParser(prog="flintlock", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"flintlock {flintlock_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -132,6 +162,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="List every installed task type, state backend, operator and sink "
         "with the distribution that provides it.",
     )
+    checkpoints = commands.add_parser(
+        "checkpoints",
+        help="list, show or read checkpoints and savepoints offline (no Spark)",
+        description="Inspect checkpoints offline. DIR is a chk-<N> folder, a savepoint, or a "
+        "job's folder (list: all its checkpoints; show and read: its latest).",
+    )
+    actions = checkpoints.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="every checkpoint of a job folder").add_argument("dir")
+    actions.add_parser("show", help="a checkpoint's operators and states, as JSON").add_argument(
+        "dir"
+    )
+    read = actions.add_parser("read", help="one state's rows, as JSON lines")
+    read.add_argument("dir")
+    read.add_argument("--operator", required=True, help="the operator's uid or name")
+    read.add_argument("--state", required=True, help="the state's name")
     return parser
 
 
@@ -144,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         argv, passed_through = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if args.command == "checkpoints":
+        if unknown or passed_through:
+            parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
+        return checkpoints_command(args)
     if args.command == "plugins":
         if unknown or passed_through:
             parser.error(f"plugins takes no arguments: {' '.join(unknown + passed_through)}")

@@ -2,6 +2,7 @@
 plugin that records every lifecycle call. See CONTRIBUTING.md for walk-throughs."""
 
 from flintlock.core.lifecycle_recorder import LifecycleRecorder
+from flintlock.core.restore import rescale
 from flintlock.core.testing import (
     CollectingWriter,
     OneInputHarness,
@@ -17,4 +18,5 @@ __all__ = [
     "SourceHarness",
     "TaskHarness",
     "TwoInputHarness",
+    "rescale",
 ]

@@ -9,6 +9,7 @@ from flintlock.core.key_groups import key_group_range
 from flintlock.core.snapshots import OperatorSnapshot, TaskRestore
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.state.operator_state import OperatorStateStore
+from flintlock.core.state_evolution import stored_value_types
 from flintlock.core.timers import EventTimeTimerService
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ def initialize_operator_state(
         context.keyed_backend = keyed
         context.timers = EventTimeTimerService(keyed, operator.on_event_time)
         if snapshots:
-            keyed.restore(storage, [f for s in snapshots for f in s.keyed])
+            keyed_files = [f for s in snapshots for f in s.keyed]
+            keyed.restore(storage, keyed_files)
+            context.restored_types = stored_value_types(storage, keyed_files)
             context.timers.restore(storage, [s.timers for s in snapshots if s.timers])
     if snapshots and restore is not None:
         old = [

@@ -1,0 +1,39 @@
+"""Inspect checkpoints and savepoints offline, without a job: ``flintlock checkpoints`` in
+Python. Paths are a ``chk-<N>`` folder, a savepoint, or a job's folder (its latest)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flintlock.core.checkpoint_reader import (
+    Checkpoint,
+    CheckpointSummary,
+    OperatorInfo,
+    describe,
+    list_checkpoints,
+    load_checkpoint,
+    read_state,
+    read_timers,
+)
+from flintlock.core.restore import rescale
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointSummary",
+    "OperatorInfo",
+    "describe",
+    "list_checkpoints",
+    "load_checkpoint",
+    "read_state",
+    "read_state_dataframe",
+    "read_timers",
+    "rescale",
+]
+
+
+def read_state_dataframe(spark: SparkSession, path: str, operator: str, state: str) -> DataFrame:
+    """``read_state`` as a Spark DataFrame (read on the driver: for inspection and tests)."""
+    return spark.createDataFrame(read_state(path, operator, state))
