@@ -9,17 +9,17 @@ from typing import Any
 import pyarrow as pa
 
 from flintlock.core.broadcast import BroadcastContext, BroadcastProcessFunction
-from flintlock.core.functions import Collector
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import TwoInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.records import rows_of
+from flintlock.core.row_output import RowOutputMixin
 from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState
 from flintlock.core.watermarks import event_times
 
 
-class BroadcastProcessOperator(HeldOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
     """Calls ``process_element`` per main row (state read-only) and
     ``process_broadcast_element`` per broadcast row (state writable)."""
 
@@ -38,8 +38,7 @@ class BroadcastProcessOperator(HeldOutputMixin, UdfOperatorMixin, TwoInputStream
         self.key_selector = key_selector
         self.key_column = getattr(key_selector, "column", None)
         self.timestamp_columns = timestamp_columns
-        self._collector = Collector()
-        self._builder = RowBatchBuilder(self.name, output_schema)
+        self._start_rows(self.name, output_schema)
         self._read_only = BroadcastContext(self, writable=False)
         self._writable = BroadcastContext(self, writable=True)
 
@@ -90,19 +89,6 @@ class BroadcastProcessOperator(HeldOutputMixin, UdfOperatorMixin, TwoInputStream
     def _stamps(self, batch: pa.RecordBatch, side: int, count: int) -> list[int | None]:
         column = self.timestamp_columns[side]
         return event_times(batch, column) if column else [None] * count
-
-    def _flush(self) -> None:
-        rows = self._collector.rows
-        if rows:
-            self._collector.rows = []
-            batch = self._builder.build(rows)
-            if batch is not None:
-                self.output.emit(batch)
-
-    def finish(self) -> None:
-        super().finish()
-        self._flush()
-        self.emit_held()
 
 
 @hookimpl

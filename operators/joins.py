@@ -12,12 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import Collector, Function, Row
+from flintlock.core.functions import Function, Row
 from flintlock.core.join_functions import JoinContext, ProcessJoinFunction
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import TwoInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.records import rows_of
+from flintlock.core.row_output import RowOutputMixin
 from flintlock.core.state import MapStateDescriptor
 from flintlock.core.watermarks import event_times
 from flintlock.core.window_assigners import TimeWindow, WindowAssigner
@@ -26,7 +27,7 @@ from flintlock.operators.windows import WindowError
 Sides = tuple[KeySelector, KeySelector]
 
 
-class _KeyedTwoInputJoin(HeldOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
     """Shared by the joins: per-side keys and event times, output rows as batches."""
 
     def __init__(
@@ -43,8 +44,7 @@ class _KeyedTwoInputJoin(HeldOutputMixin, UdfOperatorMixin, TwoInputStreamOperat
         self.key_selector = keys[0]
         self.key_column = getattr(keys[0], "column", None)
         self.timestamp_columns = timestamp_columns
-        self._collector = Collector()
-        self._builder = RowBatchBuilder(name, output_schema)
+        self._start_rows(name, output_schema)
 
     def process_batch1(self, batch: pa.RecordBatch) -> None:
         self._rows(batch, 0)
@@ -72,22 +72,6 @@ class _KeyedTwoInputJoin(HeldOutputMixin, UdfOperatorMixin, TwoInputStreamOperat
 
     def _element(self, row: Row, key: Any, timestamp: int, side: int) -> None:
         raise NotImplementedError
-
-    def after_timers(self) -> None:
-        self._flush()
-
-    def _flush(self) -> None:
-        rows = self._collector.rows
-        if rows:
-            self._collector.rows = []
-            batch = self._builder.build(rows)
-            if batch is not None:
-                self.output.emit(batch)
-
-    def finish(self) -> None:
-        super().finish()
-        self._flush()
-        self.emit_held()
 
 
 class IntervalJoinOperator(_KeyedTwoInputJoin):

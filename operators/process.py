@@ -13,7 +13,6 @@ from typing import Any
 import pyarrow as pa
 
 from flintlock.core.functions import (
-    Collector,
     CoProcessFunction,
     KeyedProcessFunction,
     OnTimerContext,
@@ -27,7 +26,8 @@ from flintlock.core.operator import (
     UdfOperatorMixin,
 )
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.records import rows_of
+from flintlock.core.row_output import RowOutputMixin
 from flintlock.core.side_outputs import SideOutputCollector
 from flintlock.core.timers import TimeDomain
 from flintlock.core.watermarks import event_times
@@ -52,7 +52,7 @@ def as_key_selector(key: KeyLike) -> KeySelector:
     return ColumnsKey(columns)
 
 
-class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
+class _CollectingOperator(RowOutputMixin, UdfOperatorMixin):
     """Shared by the process operators: a collector flushed as one batch per step, side
     outputs (``ctx.output``) flushed with it, and timers of both domains into ``on_timer``."""
 
@@ -61,20 +61,14 @@ class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
     function: Any
 
     def _start_collecting(self, schema: pa.Schema | None) -> None:
-        self._collector = Collector()
+        self._start_rows(self.name, schema)
         self._ctx = ProcessContext(self)
         self._timer_ctx = OnTimerContext(self)
         self._side = SideOutputCollector(self.name)
-        self._builder = RowBatchBuilder(self.name, schema)
         self.output_schema = schema
 
     def _flush(self) -> None:
-        rows = self._collector.rows
-        if rows:
-            self._collector.rows = []
-            batch = self._builder.build(rows)
-            if batch is not None:
-                self.output.emit(batch)
+        super()._flush()
         if self._side.rows:
             self._side.flush(self.output)
 
@@ -91,19 +85,11 @@ class _CollectingOperator(HeldOutputMixin, UdfOperatorMixin):
         if on_timer is not None:
             on_timer(timestamp, ctx, self._collector)
 
-    def after_timers(self) -> None:
-        self._flush()
-
     def end_input(self, input_index: int) -> None:
         on_end = getattr(self.function, "on_end_of_input", None)
         if on_end is not None:
             on_end(self._collector)
         self._flush()
-
-    def finish(self) -> None:
-        super().finish()
-        self._flush()  # what the function's finish() collected
-        self.emit_held()
 
 
 def _schema(function: Any, declared: pa.Schema | None) -> pa.Schema | None:

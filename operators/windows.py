@@ -17,11 +17,12 @@ from typing import Any
 import pyarrow as pa
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.functions import Collector, Function, Row
+from flintlock.core.functions import Function, Row
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, rows_of
+from flintlock.core.records import rows_of
+from flintlock.core.row_output import RowOutputMixin
 from flintlock.core.side_outputs import OutputTag
 from flintlock.core.state import MapStateDescriptor
 from flintlock.core.watermarks import event_times
@@ -66,7 +67,7 @@ class _TriggerContext:
         self._operator.timer_service().delete_processing_time_timer(timestamp)
 
 
-class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Keyed event-time windows: assign, add, fire on the trigger, drop after lateness."""
 
     def __init__(
@@ -94,8 +95,7 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.allowed_lateness = allowed_lateness if self.event_time else 0
         self.late_tag = late_tag
         self.late_records_dropped = 0
-        self._collector = Collector()
-        self._builder = RowBatchBuilder(self.name, output_schema)
+        self._start_rows(self.name, output_schema)
         self._key: Any = None
         self._triggers = _TriggerContext(self)
 
@@ -218,9 +218,6 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
                 due.append((start, end))
         return due
 
-    def after_timers(self) -> None:
-        self._flush()
-
     def _act(self, window: TimeWindow, result: Any, contents: Any) -> None:
         if result.fires and contents is not None:
             self._emit(window, contents)
@@ -258,19 +255,6 @@ class WindowOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
                     f"dict); return one, or pass a ProcessWindowFunction to build it"
                 )
             self._collector.rows.append(result)
-
-    def _flush(self) -> None:
-        rows = self._collector.rows
-        if rows:
-            self._collector.rows = []
-            batch = self._builder.build(rows)
-            if batch is not None:
-                self.output.emit(batch)
-
-    def finish(self) -> None:
-        super().finish()
-        self._flush()
-        self.emit_held()
 
 
 @hookimpl
