@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,23 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import w1
 from pyspark import cloudpickle
+from timing import timed
 
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
-
-
-def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[float, Any]]:
-    """Median seconds over ``runs`` and the last result, per variant.
-
-    Runs are interleaved (round robin over the variants), so that a slow phase of the
-    machine falls on every variant alike rather than on the one that ran then."""
-    seconds: dict[str, list[float]] = {name: [] for name in variants}
-    results: dict[str, Any] = {}
-    for _ in range(runs):
-        for name, work in variants.items():
-            started = time.perf_counter()
-            results[name] = work()
-            seconds[name].append(time.perf_counter() - started)
-    return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
 
 
 def main() -> None:

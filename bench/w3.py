@@ -14,14 +14,13 @@ table. Every variant's counts are checked against the baseline's. Median of --ru
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from timing import timed
 
 from flintlock import TumblingEventTimeWindows
 from flintlock.core.keys import ColumnKey
@@ -81,17 +80,6 @@ def run_operator(operator: Any, table: pa.Table) -> pa.Table:
 def counts(table: pa.Table, column: str) -> dict[tuple[int, int], int]:
     columns = (table.column(c).to_pylist() for c in ("k", "window_start", column))
     return {(k, s): n for k, s, n in zip(*columns, strict=True)}
-
-
-def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[float, Any]]:
-    seconds: dict[str, list[float]] = {name: [] for name in variants}
-    results: dict[str, Any] = {}
-    for _ in range(runs):
-        for name, work in variants.items():
-            started = time.perf_counter()
-            results[name] = work()
-            seconds[name].append(time.perf_counter() - started)
-    return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
 
 
 def main() -> None:

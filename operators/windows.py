@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.functions import Function, Row
+from flintlock.core.functions import Function, Row, TimerService
 from flintlock.core.keys import KeySelector
 from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.plugin_manager import hookimpl
@@ -38,33 +38,6 @@ from flintlock.core.window_functions import WindowContents, WindowContext
 
 class WindowError(FlintlockError):
     """A window operator got a row or a result it cannot handle."""
-
-
-class _TriggerContext:
-    """What a trigger may use: the watermark and the current key's event-time timers."""
-
-    __slots__ = ("_operator",)
-
-    def __init__(self, operator: WindowOperator) -> None:
-        self._operator = operator
-
-    def current_watermark(self) -> int:
-        return self._operator.current_watermark
-
-    def current_processing_time(self) -> int:
-        return self._operator.timer_service().current_processing_time()
-
-    def register_event_time_timer(self, timestamp: int) -> None:
-        self._operator.timer_service().register_event_time_timer(timestamp)
-
-    def delete_event_time_timer(self, timestamp: int) -> None:
-        self._operator.timer_service().delete_event_time_timer(timestamp)
-
-    def register_processing_time_timer(self, timestamp: int) -> None:
-        self._operator.timer_service().register_processing_time_timer(timestamp)
-
-    def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._operator.timer_service().delete_processing_time_timer(timestamp)
 
 
 class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
@@ -97,7 +70,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.late_records_dropped = 0
         self._start_rows(self.name, output_schema)
         self._key: Any = None
-        self._triggers = _TriggerContext(self)
+        self._triggers = TimerService(self)  # what triggers see: timers and time
 
     def open(self) -> None:
         super().open()
