@@ -151,16 +151,23 @@ class FlatMapFunction(Function):
 
 
 class Collector:
-    """Gathers per-record outputs; the operator emits them as one batch per input batch."""
+    """Gathers per-record outputs; the operator emits them as one batch per input batch.
 
-    __slots__ = ("rows",)
+    ``collect(row)`` emits one row downstream; it is the list's own ``append`` (no Python
+    frame per record), so the rows are taken with ``take()``, which starts a new list."""
+
+    __slots__ = ("collect", "rows")
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
+        self.collect = self.rows.append
 
-    def collect(self, row: Row) -> None:
-        """Emit one row downstream."""
-        self.rows.append(row)
+    def take(self) -> list[Row]:
+        """The rows collected so far; collecting goes on into a new list."""
+        rows = self.rows
+        self.rows = []
+        self.collect = self.rows.append
+        return rows
 
 
 class TimerService:

@@ -21,10 +21,8 @@ class RowOutputMixin(HeldOutputMixin):
         self._builder = RowBatchBuilder(operator_name, schema)
 
     def _flush(self) -> None:
-        rows = self._collector.rows
-        if rows:
-            self._collector.rows = []
-            batch = self._builder.build(rows)
+        if self._collector.rows:
+            batch = self._builder.build(self._collector.take())
             if batch is not None:
                 self.output.emit(batch)
 

@@ -124,23 +124,29 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
             self.emit_empty()
             return
         rows = rows_of(batch)
-        stamps = (
-            event_times(batch, self.timestamp_column)
-            if self.timestamp_column
-            else [None] * len(rows)
+        stamps: list[int | None] = (
+            event_times(batch, self.timestamp_column) if self.timestamp_column else []
         )
         process, ctx, out = self.function.process_element, self._ctx, self._collector
         if self.key_selector is None:
+            stamps = stamps or [None] * len(rows)
             for row, stamp in zip(rows, stamps, strict=True):
                 ctx._timestamp = stamp
                 process(row, ctx, out)
         else:
             keys = self.key_selector.keys(batch)
             set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
-            for row, key, stamp in zip(rows, keys, stamps, strict=True):
-                set_key(key)
-                ctx._key, ctx._timestamp = key, stamp
-                process(row, ctx, out)
+            if self.timestamp_column is None:  # the common case, one assignment less
+                ctx._timestamp = None
+                for row, key in zip(rows, keys, strict=True):
+                    set_key(key)
+                    ctx._key = key
+                    process(row, ctx, out)
+            else:
+                for row, key, stamp in zip(rows, keys, stamps, strict=True):
+                    set_key(key)
+                    ctx._key, ctx._timestamp = key, stamp
+                    process(row, ctx, out)
         self._flush()
 
 
