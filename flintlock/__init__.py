@@ -16,7 +16,8 @@ from flintlock.core.broadcast import (
     BroadcastStream,
     KeyedBroadcastProcessFunction,
 )
-from flintlock.core.datastream import DataStream, StreamExecutionEnvironment
+from flintlock.core.datastream import DataStream
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.errors import (
     ChannelError,
     EmitAfterFinishError,

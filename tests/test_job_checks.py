@@ -34,7 +34,7 @@ from flintlock import (
     WatermarkStrategy,
 )
 from flintlock.core import datastream
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job_graph import GraphError
 from flintlock.core.key_groups import key_group_of, key_group_range

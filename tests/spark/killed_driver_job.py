@@ -15,7 +15,7 @@ from typing import Any
 
 from job_scripts import start_session
 
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

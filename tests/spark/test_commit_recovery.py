@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from flintlock.core.checkpoint_coordinator import CommitError
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
 
 

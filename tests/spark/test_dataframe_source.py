@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.functions import MapFunction, Row
 from flintlock.sinks.collect import CollectSink
 

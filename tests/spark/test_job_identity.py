@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.job_errors import CheckpointError, CommitError, SinkOutputError
 from flintlock.core.spark_sources import AQE, adaptive_execution_off
 from flintlock.sinks.files import FileSink

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.datastream import StreamExecutionEnvironment
+from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.keys import KeySelector
 
 END = 2**62
