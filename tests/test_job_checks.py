@@ -33,7 +33,7 @@ from flintlock import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flintlock.core import datastream
+from flintlock.core import datastream, environment
 from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job_graph import GraphError
@@ -60,7 +60,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     def spark_would_start(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("execute() reached the Spark session: the check came too late")
 
-    monkeypatch.setattr(datastream, "active_or_local_session", spark_would_start)
+    monkeypatch.setattr(environment, "active_or_local_session", spark_would_start)
 
 
 def env(**kwargs: Any) -> StreamExecutionEnvironment:
