@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.functions import Collector, Function, Row
-from flintlock.core.job_graph import GraphError, InputEdge
+from flintlock.core.job_graph import GraphError
 from flintlock.core.partitioners import BROADCAST
 from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState, ReadOnlyBroadcastState
@@ -94,8 +94,6 @@ class BroadcastConnectedStream:
         output_schema: pa.Schema | None = None,
     ) -> DataStream:
         """Run ``function``: keyed (KeyedBroadcastProcessFunction) after key_by."""
-        from flintlock.core.datastream import DataStream
-
         stream, env = self.stream, self.stream.env
         keyed = stream.key_selector is not None
         if not isinstance(function, BroadcastProcessFunction):
@@ -107,22 +105,17 @@ class BroadcastConnectedStream:
                 f"connected with a broadcast stream takes a {wanted}, not "
                 f"{type(function).__name__}"
             )
-        label = env._unique(name or "broadcast_process")
         factory = env.operator("broadcast_process")
         names = tuple(d.name for d in self.broadcast.descriptors)
-        key, stamps = (
-            stream.key_selector,
-            (
-                stream.timestamp_column,
-                self.broadcast.stream.timestamp_column,
+        key = stream.key_selector
+        stamps = (stream.timestamp_column, self.broadcast.stream.timestamp_column)
+        return stream._then_two_input(
+            self.broadcast.stream,
+            "broadcast_process",
+            name,
+            lambda label: factory(
+                function, names, key, stamps, name=label, output_schema=output_schema
             ),
+            output_schema,
+            second_partitioner=BROADCAST,
         )
-        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in stream.feed] + [
-            InputEdge(t.id, 2, BROADCAST, side) for t, _, side in self.broadcast.stream.feed
-        ]
-        t = env._add(
-            label,
-            lambda: factory(function, names, key, stamps, name=label, output_schema=output_schema),
-            inputs,
-        )
-        return DataStream(env, [(t, None, None)], schema=output_schema)

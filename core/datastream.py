@@ -429,6 +429,25 @@ class DataStream:
             self.env, [(t, None, None)], timestamp_column=self.timestamp_column, schema=schema
         )
 
+    def _then_two_input(
+        self,
+        second: DataStream,
+        kind: str,
+        name: str | None,
+        build: Callable[[str], StreamOperator],
+        schema: pa.Schema | None = None,
+        second_partitioner: Partitioner | None = None,
+    ) -> DataStream:
+        """A two-input operator: this stream feeds input 1, ``second`` input 2 (through
+        ``second_partitioner`` if given, e.g. broadcast)."""
+        env = self.env
+        label = env._unique(name or kind)
+        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.feed] + [
+            InputEdge(t.id, 2, second_partitioner or p, side) for t, p, side in second.feed
+        ]
+        t = env._add(label, lambda: build(label), inputs)
+        return DataStream(env, [(t, None, None)], schema=schema)
+
     def _follows(self) -> str:
         """The operators this stream comes out of, for messages."""
         return " and ".join(f"'{t.name}'" for t, *_ in self.feed)
@@ -521,29 +540,25 @@ class ConnectedStreams:
         """A CoProcessFunction; keyed when both streams were keyed.
 
         ``output_schema`` types what ``out.collect`` emits, as for ``DataStream.map``."""
-        env = self.first.env
         _check_function("co_process", function, CoProcessFunction, callable_ok=False)
         schema = self.first._output_schema("co_process", name, function, output_schema)
         keys = (self.first.key_selector, self.second.key_selector)
         key_columns = keys if keys[0] is not None and keys[1] is not None else None
         stamps = (self.first.timestamp_column, self.second.timestamp_column)
-        label = env._unique(name or "co_process")
-        factory = env.operator("co_process")
-        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.first.feed] + [
-            InputEdge(t.id, 2, p, side) for t, p, side in self.second.feed
-        ]
-        t = env._add(
-            label,
-            lambda: factory(
+        factory = self.first.env.operator("co_process")
+        return self.first._then_two_input(
+            self.second,
+            "co_process",
+            name,
+            lambda label: factory(
                 function,
                 key_columns=key_columns,
                 timestamp_columns=stamps,
                 name=label,
                 output_schema=output_schema,
             ),
-            inputs,
+            schema,
         )
-        return DataStream(env, [(t, None, None)], schema=schema)
 
 
 def _named(operator: StreamOperator, name: str) -> StreamOperator:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.functions import Collector, Function, Row
-from flintlock.core.job_graph import GraphError, InputEdge
+from flintlock.core.job_graph import GraphError
 from flintlock.core.window_assigners import WindowAssigner
 
 if TYPE_CHECKING:
@@ -53,23 +53,27 @@ def _check_keyed_with_time(stream: DataStream, side: str, method: str) -> None:
         )
 
 
-def _two_input(
+def _join(
     left: DataStream,
     right: DataStream,
     kind: str,
     name: str | None,
-    build: Callable[[str], Any],
     schema: pa.Schema | None,
+    function: Any,
+    shape: Any,
 ) -> DataStream:
-    from flintlock.core.datastream import DataStream
-
-    env = left.env
-    label = env._unique(name or kind)
-    inputs = [InputEdge(t.id, 1, p, side) for t, p, side in left.feed] + [
-        InputEdge(t.id, 2, p, side) for t, p, side in right.feed
-    ]
-    t = env._add(label, lambda: build(label), inputs)
-    return DataStream(env, [(t, None, None)], schema=schema)
+    """The join operator ``kind`` of two keyed streams; ``shape`` is its bounds or its
+    window assigner."""
+    factory = left.env.operator(kind)
+    keys = (left.key_selector, right.key_selector)
+    stamps = (left.timestamp_column, right.timestamp_column)
+    return left._then_two_input(
+        right,
+        kind,
+        name,
+        lambda label: factory(function, keys, stamps, shape, name=label, output_schema=schema),
+        schema,
+    )
 
 
 class IntervalJoin:
@@ -104,17 +108,8 @@ class IntervalJoin:
             raise GraphError("interval_join: call between(lower, upper) before process")
         if not isinstance(function, ProcessJoinFunction):
             raise GraphError(f"interval_join.process: give a ProcessJoinFunction, not {function!r}")
-        left, right, bounds = self.left, self.right, self.bounds
-        factory = left.env.operator("interval_join")
-        keys = (left.key_selector, right.key_selector)
-        stamps = (left.timestamp_column, right.timestamp_column)
-        return _two_input(
-            left,
-            right,
-            "interval_join",
-            name,
-            lambda n: factory(function, keys, stamps, bounds, name=n, output_schema=output_schema),
-            output_schema,
+        return _join(
+            self.left, self.right, "interval_join", name, output_schema, function, self.bounds
         )
 
 
@@ -158,17 +153,6 @@ class WindowJoin:
             raise GraphError("join: call window(assigner) before apply")
         if not callable(function):
             raise GraphError(f"join.apply: give a function of (left, right), not {function!r}")
-        left, right, assigner = self.left, self.right, self.assigner
-        factory = left.env.operator("window_join")
-        keys = (left.key_selector, right.key_selector)
-        stamps = (left.timestamp_column, right.timestamp_column)
-        return _two_input(
-            left,
-            right,
-            "window_join",
-            name,
-            lambda n: factory(
-                function, keys, stamps, assigner, name=n, output_schema=output_schema
-            ),
-            output_schema,
+        return _join(
+            self.left, self.right, "window_join", name, output_schema, function, self.assigner
         )
