@@ -257,5 +257,9 @@ def test_processing_time_windows_fire_when_the_clock_passes_their_end() -> None:
 def test_processing_time_windows_need_no_event_time() -> None:
     env = StreamExecutionEnvironment(parallelism=1)
     plain = env.from_collection([{"k": "a", "v": 1}]).key_by("k")
-    windowed = plain.window(TumblingProcessingTimeWindows.of(10))
-    assert windowed.process(Describe()).schema is None
+    with pytest.raises(GraphError, match="event-time windows need event time"):
+        plain.window(TumblingEventTimeWindows.of(10))
+    windowed = plain.window(TumblingProcessingTimeWindows.of(10)).process(Describe(), name="w")
+    operator = windowed.transformation.make_operator()
+    assert isinstance(operator, WindowOperator)
+    assert not operator.event_time and operator.timestamp_column is None
