@@ -7,7 +7,11 @@ from typing import Any
 
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
+from flintlock.core.state.state_files import RestoredEntries
 from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+
+CHUNK = 262144
+"""Entries per snapshot batch: bounds the snapshot's extra memory, keeps batches in cache."""
 
 
 class HashMapKeyedStateBackend(TableKeyedStateBackend):
@@ -17,12 +21,12 @@ class HashMapKeyedStateBackend(TableKeyedStateBackend):
         return {}
 
     def table_chunks(self, name: str, table: dict[Any, Any]) -> Iterator[Chunk]:
-        if table:
-            yield list(table), list(table.values()), None
+        keys, values = list(table), list(table.values())  # no tuple per entry
+        for start in range(0, len(keys), CHUNK):
+            yield keys[start : start + CHUNK], values[start : start + CHUNK], None
 
-    def load(self, name: str, table: dict[Any, Any], entries: list[tuple[int, Any, Any]]) -> None:
-        for _, key, stored in entries:
-            table[key] = stored
+    def load(self, name: str, table: dict[Any, Any], entries: RestoredEntries) -> None:
+        table.update(zip(entries.keys, entries.stored, strict=True))
 
     def dispose(self) -> None:
         self._tables.clear()

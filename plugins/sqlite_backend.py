@@ -24,10 +24,12 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
+from flintlock.core.state.state_files import RestoredEntries
 from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
 
 CHUNK = 65536
@@ -171,10 +173,12 @@ class SQLiteTable:
 
     def insert_rows(self, rows: list[tuple[int, Any, Any]]) -> None:
         """Add restored (key group, key, stored value) rows."""
-        self._forget(k for _, k, _ in rows)
+        if self._cache:
+            self._forget(k for _, k, _ in rows)
         dumps = marshal.dumps
         self._connection.executemany(
-            self._upsert, [(encode_key(k), g, dumps(v)) for g, k, v in rows]
+            self._upsert,
+            [(k if type(k) is int else encode_key(k), g, dumps(v)) for g, k, v in rows],
         )
 
     def chunks(self, size: int) -> Iterator[Chunk]:
@@ -183,7 +187,7 @@ class SQLiteTable:
         loads = marshal.loads
         while rows := cursor.fetchmany(size):
             yield (
-                [decode_key(k) for _, k, _ in rows],
+                [k if type(k) is int else decode_key(k) for _, k, _ in rows],
                 [loads(v) for _, _, v in rows],
                 [g for g, _, _ in rows],
             )
@@ -195,6 +199,8 @@ class SQLiteTable:
 
 class SQLiteKeyedStateBackend(TableKeyedStateBackend):
     """Keyed state of one operator in one subtask, in its own SQLite file."""
+
+    memory_map_restore = False  # restore reads one batch at a time: memory stays bounded
 
     def __init__(
         self,
@@ -227,9 +233,10 @@ class SQLiteKeyedStateBackend(TableKeyedStateBackend):
     def table_chunks(self, name: str, table: SQLiteTable) -> Iterator[Chunk]:
         return table.chunks(CHUNK)
 
-    def load(self, name: str, table: SQLiteTable, entries: list[tuple[int, Any, Any]]) -> None:
-        for start in range(0, len(entries), CHUNK):
-            table.insert_rows(entries[start : start + CHUNK])
+    def load(self, name: str, table: SQLiteTable, entries: RestoredEntries) -> None:
+        rows = iter(entries)
+        while chunk := list(islice(rows, CHUNK)):
+            table.insert_rows(chunk)
 
     def dispose(self) -> None:
         self._tables.clear()

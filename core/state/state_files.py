@@ -15,6 +15,7 @@ Expired entries are not written; keys with nothing left are not written.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -100,12 +101,33 @@ def encode(
 def owned_rows(table: pa.Table, key_groups: range) -> pa.Table:
     """The rows of ``table`` whose key group is in ``key_groups`` (one vectorised filter)."""
     groups = table.column("key_group")
+    bounds = pc.min_max(groups)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or (low >= key_groups.start and high < key_groups.stop):
+        return table  # every row is ours (no rescale): no copy
     mask = pc.and_(pc.greater_equal(groups, key_groups.start), pc.less(groups, key_groups.stop))
     return table.filter(mask)
 
 
-def decode(kind: str, table: pa.Table) -> Iterator[tuple[int, Any, Any]]:
-    """(key group, key, stored value) for every key of a state file's rows."""
+@dataclass(frozen=True)
+class RestoredEntries:
+    """A state file's rows as columns (key groups, keys, stored values); iterating gives
+    (key group, key, stored value) triples, columns let a backend load without them."""
+
+    groups: list[int]
+    keys: list[Any]
+    stored: list[Any]
+
+    def __iter__(self) -> Iterator[tuple[int, Any, Any]]:
+        return zip(self.groups, self.keys, self.stored, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def decode(kind: str, table: pa.Table) -> RestoredEntries:
+    """The keys of a state file's rows with their stored values (a map state's rows are
+    gathered into one dict per key)."""
     has_ttl = TTL_COLUMN in table.column_names
     groups = table.column("key_group").to_pylist()
     keys = keys_from_arrow(table.column("key"))
@@ -117,16 +139,15 @@ def decode(kind: str, table: pa.Table) -> Iterator[tuple[int, Any, Any]]:
         for i, (group, key, map_key) in enumerate(zip(groups, keys, map_keys, strict=True)):
             entry = (values[i], stamps[i]) if stamps is not None else values[i]
             maps.setdefault(key, (group, {}))[1][map_key] = entry
-        for key, (group, entries) in maps.items():
-            yield group, key, entries
-    elif stamps is None:
-        yield from zip(groups, keys, values, strict=True)
-    elif kind == "list":
-        for group, key, elements, times in zip(groups, keys, values, stamps, strict=True):
-            yield group, key, list(zip(elements, times, strict=True))
-    else:
-        for group, key, value, stamp in zip(groups, keys, values, stamps, strict=True):
-            yield group, key, (value, stamp)
+        return RestoredEntries(
+            [group for group, _ in maps.values()], list(maps), [m for _, m in maps.values()]
+        )
+    if stamps is None:
+        return RestoredEntries(groups, keys, values)
+    if kind == "list":
+        stored = [list(zip(e, t, strict=True)) for e, t in zip(values, stamps, strict=True)]
+        return RestoredEntries(groups, keys, stored)
+    return RestoredEntries(groups, keys, list(zip(values, stamps, strict=True)))
 
 
 def has_ttl(table: pa.Table) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.errors import FlintlockError
@@ -22,7 +23,13 @@ from flintlock.core.snapshots import StateFile
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
-from flintlock.core.state.state_files import decode, encode, has_ttl, owned_rows
+from flintlock.core.state.state_files import (
+    RestoredEntries,
+    decode,
+    encode,
+    has_ttl,
+    owned_rows,
+)
 
 Chunk = tuple[list[Any], list[Any], "np.ndarray | list[int] | None"]
 """Keys, their stored values and (if the table knows them) their key groups."""
@@ -34,6 +41,10 @@ class StateError(FlintlockError, ValueError):
 
 class TableKeyedStateBackend(KeyedStateBackend):
     """Keyed state as one table per state, written one Arrow IPC file per state."""
+
+    memory_map_restore = True
+    """Read local state files memory-mapped on restore (no copy). A backend that bounds
+    its memory sets False: mapped pages stay resident until the file is closed."""
 
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         super().__init__(key_groups, max_parallelism)
@@ -53,8 +64,9 @@ class TableKeyedStateBackend(KeyedStateBackend):
         """Every entry of ``table``, in chunks of bounded size."""
 
     @abstractmethod
-    def load(self, name: str, table: Any, entries: list[tuple[int, Any, Any]]) -> None:
-        """Add restored (key group, key, stored value) entries to ``table``."""
+    def load(self, name: str, table: Any, entries: RestoredEntries) -> None:
+        """Add restored entries to ``table`` (iterate them for (key group, key, stored
+        value) triples, or read their columns ``groups``, ``keys``, ``stored``)."""
 
     # ---- the KeyedStateBackend interface ----
 
@@ -118,7 +130,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
         for file in files:
-            for batch in read_batches(storage, file.path):
+            for batch in read_batches(storage, file.path, self.memory_map_restore):
                 data = owned_rows(pa.Table.from_batches([batch]), self.key_groups)
                 ttl = has_ttl(data)
                 known = self._restored.setdefault(file.name, (file.kind, ttl))
@@ -128,7 +140,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
                         f"{known[0]} state in another file of the same checkpoint"
                     )
                 if data.num_rows:
-                    self.load(file.name, self._table(file.name), list(decode(file.kind, data)))
+                    self.load(file.name, self._table(file.name), decode(file.kind, data))
 
     def _table(self, name: str) -> Any:
         table = self._tables.get(name)
@@ -137,11 +149,13 @@ class TableKeyedStateBackend(KeyedStateBackend):
         return table
 
 
-def read_batches(storage: CheckpointStorage, path: str) -> Iterator[pa.RecordBatch]:
+def read_batches(
+    storage: CheckpointStorage, path: str, memory_map: bool = True
+) -> Iterator[pa.RecordBatch]:
     """The batches of an Arrow IPC state file, one at a time (restore stays memory bounded);
     a missing or damaged file is a CheckpointError naming it."""
     try:
-        with storage.filesystem.open_input_file(path) as source:
+        with _open_for_reading(storage, path, memory_map) as source:
             reader = pa.ipc.open_file(source)
             for index in range(reader.num_record_batches):
                 yield reader.get_batch(index)
@@ -149,6 +163,13 @@ def read_batches(storage: CheckpointStorage, path: str) -> Iterator[pa.RecordBat
         raise CheckpointError(f"the Arrow file {path} is missing") from error
     except (pa.ArrowInvalid, OSError) as error:
         raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
+
+
+def _open_for_reading(storage: CheckpointStorage, path: str, memory_map: bool) -> pa.NativeFile:
+    """A local file is memory-mapped if asked (its batches are read in place, no copy)."""
+    if memory_map and isinstance(storage.filesystem, pafs.LocalFileSystem):
+        return pa.memory_map(path)
+    return storage.filesystem.open_input_file(path)
 
 
 def write_batches(

@@ -6,7 +6,7 @@ are flintlock's own; it only says where entries live. Registered as ``key-group-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flintlock import KeyedStateBackend, StateBackend
@@ -50,7 +50,9 @@ class KeyGroupKeyedStateBackend(TableKeyedStateBackend):
             if entries:
                 yield list(entries), list(entries.values()), [group] * len(entries)
 
-    def load(self, name: str, table: KeyGroupTable, entries: list[tuple[int, Any, Any]]) -> None:
+    def load(
+        self, name: str, table: KeyGroupTable, entries: Iterable[tuple[int, Any, Any]]
+    ) -> None:
         for group, key, stored in entries:
             table.groups.setdefault(group, {})[key] = stored
 
