@@ -30,6 +30,8 @@ class CompletedCheckpoint:
     acknowledgements: list[dict[str, Any]]
     committables: dict[str, list[Any]] = field(default_factory=dict)
     committed: bool = False
+    sources: dict[str, Any] = field(default_factory=dict)
+    """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
 
 
 class CheckpointCoordinator:
@@ -72,7 +74,14 @@ class CheckpointCoordinator:
         for ack in ordered:
             for sink, items in ack["committables"].items():
                 committables.setdefault(sink, []).extend(items)
-        checkpoint = CompletedCheckpoint(checkpoint_id, run_id, final, ordered, committables)
+        checkpoint = CompletedCheckpoint(
+            checkpoint_id,
+            run_id,
+            final,
+            ordered,
+            committables,
+            sources=dict((details or {}).get("sources") or {}),
+        )
         path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
         document = {
             "job_name": self.job_name,
@@ -191,6 +200,7 @@ class CheckpointCoordinator:
                 list(document["acknowledgements"]),
                 dict(document["committables"]),
                 self.storage.exists(f"{folder}/{COMMITTED}"),
+                dict(document.get("sources") or {}),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(

@@ -8,7 +8,7 @@ of another job or subtask, so a restore can refuse before anything runs.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -61,6 +61,8 @@ class Checkpoint:
     subtasks: list[TaskSnapshot]
     uids: dict[str, str]
     """Operator name -> uid (the name where the metadata records none)."""
+    sources: dict[str, Any] = field(default_factory=dict)
+    """Unbounded source uid -> its enumerator's JSON state: where the next epoch starts."""
 
     def operators(self) -> dict[str, OperatorInfo]:
         """Every operator any subtask snapshotted, by name."""
@@ -157,6 +159,7 @@ def load_checkpoint(path: str) -> Checkpoint:
         max_parallelism=int(document.get("max_parallelism") or default_max),
         subtasks=subtasks,
         uids={name: str(entry.get("uid", name)) for name, entry in described.items()},
+        sources=dict(document.get("sources") or {}),
     )
 
 

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.datastream import DataStream, _check_parallelism, _is_int
+from flintlock.core.epoch_loop import Progress
 from flintlock.core.job_checks import check_before_spark
+from flintlock.core.job_client import JobClient
 from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
@@ -21,10 +23,12 @@ from flintlock.core.parquet_source import ParquetSource
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
 from flintlock.core.restore import operator_uids, prepare_restore
+from flintlock.core.sequence_source import SequenceSource
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator
 from flintlock.core.spark_session import active_or_local_session
 from flintlock.core.spark_sources import DataFrameSource
+from flintlock.core.triggers import Trigger
 from flintlock.core.watermarks import WatermarkStrategy
 
 if TYPE_CHECKING:
@@ -162,6 +166,19 @@ class StreamExecutionEnvironment:
             ) from error
         return self.from_source(source, watermark_strategy)
 
+    def from_sequence(
+        self,
+        rows_per_second: float | None = None,
+        end: int | None = None,
+        start: int = 0,
+        rows_per_epoch: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """An unbounded stream of ``id`` and ``event_time`` (``SequenceSource``): the job
+        runs as epochs (``execute(trigger=...)``) until ``end`` or a stop."""
+        source = SequenceSource(rows_per_second, end, start, rows_per_epoch)
+        return self.from_source(source, watermark_strategy)
+
     def from_source(
         self,
         source: Source,
@@ -196,8 +213,13 @@ class StreamExecutionEnvironment:
         state_backend: str | None = None,
         restore_from: str | None = None,
         allow_non_restored_state: bool = False,
+        trigger: Trigger | None = None,
+        progress: Progress | None = None,
     ) -> JobExecutionResult:
-        """Run the program as a bounded job: one epoch, final checkpoint, commits.
+        """Run the program: a bounded job as one epoch (final checkpoint, commits); a job
+        with unbounded sources as epochs, each ending in a committed checkpoint, started
+        as ``trigger`` says (default: back to back), until its input ends or it is stopped
+        (``flintlock stop``, ``JobClient.stop``); ``progress`` gets each epoch's figures.
 
         A job is (checkpoint dir, job name). If a run of it FINISHED before, its stored
         result is returned and nothing runs; if its final checkpoint completed but the
@@ -248,12 +270,32 @@ class StreamExecutionEnvironment:
                 retained_checkpoints=self.retained_checkpoints,
                 restore=restore,
             )
-            return JobMaster(spark, self.transformations, config).execute(new_run=new_run)
+            master = JobMaster(spark, self.transformations, config)
+            return master.execute(new_run=new_run, trigger=trigger, progress=progress)
         finally:
             if temporary is not None and not self.keep_temporary_checkpoints:
                 shutil.rmtree(temporary, ignore_errors=True)
             if owned:
                 spark.stop()
+
+    def execute_async(
+        self,
+        job_name: str = "job",
+        trigger: Trigger | None = None,
+        **options: Any,
+    ) -> JobClient:
+        """Start ``execute`` in a driver thread; the JobClient takes savepoints, stops the
+        job and returns its result. Needs ``checkpoint_dir``: the job is controlled
+        through its folder there."""
+        if self.checkpoint_dir is None:
+            raise GraphError(
+                "execute_async needs a checkpoint_dir: savepoint and stop requests go "
+                "through the job's folder there"
+            )
+        check_job_name(job_name)
+        client = JobClient(self.checkpoint_dir, job_name)
+        client.start(lambda: self.execute(job_name, trigger=trigger, **options))
+        return client
 
     # ---- internals ----
 

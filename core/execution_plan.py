@@ -12,6 +12,7 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job_graph import JobGraph, JobVertex
 from flintlock.core.messages import ACK_VERTEX
 from flintlock.core.snapshots import TaskRestore
+from flintlock.core.source import SourceEpoch
 
 
 @dataclass
@@ -30,6 +31,8 @@ class ExecutionPlan:
     job_id: str = ""
     restores: dict[tuple[int, int], TaskRestore] = field(default_factory=dict)
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
+    source_epochs: dict[str, list[SourceEpoch]] = field(default_factory=dict)
+    """Unbounded source operator name -> per subtask, its splits of this epoch."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()

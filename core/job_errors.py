@@ -31,3 +31,7 @@ class CommittableError(CommitError):
 
 class SinkOutputError(FlintlockError):
     """A sink's output may not be written by this run (its output mode refuses it)."""
+
+
+class JobControlError(FlintlockError):
+    """A savepoint, stop or status request could not be made or was not carried out."""

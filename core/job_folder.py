@@ -4,7 +4,8 @@ A job is (checkpoint directory, job name). Its folder ``<checkpoint dir>/<encode
 holds ``_job.json`` (the name and a job id made at the first start, checked at every
 start and against every checkpoint's metadata) and ``_result.json``, the job result store
 (Flink's FLIP-194): RUNNING while a run goes on, then FINISHED with the run's result, or
-FAILED with its error. A start that finds FINISHED returns that result and runs nothing.
+FAILED with its error, or STOPPED (an unbounded job stopped, perhaps with a savepoint).
+A start that finds FINISHED returns that result and runs nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ RESULT = "_result.json"
 MAX_ENCODED_NAME = 200
 """Longest encoded job name: leaves room under the 255-byte file name limit."""
 
-JobStatus = Literal["RUNNING", "FINISHED", "FAILED"]
+JobStatus = Literal["RUNNING", "FINISHED", "FAILED", "STOPPED"]
+STATUSES = ("RUNNING", "FINISHED", "FAILED", "STOPPED")
 
 
 def check_job_name(job_name: object) -> str:
@@ -46,6 +48,7 @@ class JobRecord:
     checkpoint_id: int | None = None
     result: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    savepoint: str | None = None
 
 
 class JobFolder:
@@ -107,7 +110,7 @@ class JobFolder:
                     f"the job result {path} belongs to job id {document['job_id']}, not to "
                     f"this job ({self.job_name!r}, id {self.job_id})"
                 )
-            if document["status"] not in ("RUNNING", "FINISHED", "FAILED"):
+            if document["status"] not in STATUSES:
                 raise ValueError(f"unknown status {document['status']!r}")
             return JobRecord(
                 status=document["status"],
@@ -115,6 +118,7 @@ class JobFolder:
                 checkpoint_id=document.get("checkpoint_id"),
                 result=dict(document.get("result") or {}),
                 error=document.get("error"),
+                savepoint=document.get("savepoint"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"the job result {path} is damaged: {error!r}") from error
@@ -126,6 +130,15 @@ class JobFolder:
     def record_finished(self, run_id: str, checkpoint_id: int, result: dict[str, Any]) -> None:
         """The run ended and its last data is committed: store its result for later starts."""
         self._write_record("FINISHED", run_id, checkpoint_id=checkpoint_id, result=result)
+
+    def record_stopped(
+        self, run_id: str, checkpoint_id: int, savepoint: str | None, result: dict[str, Any]
+    ) -> None:
+        """An unbounded run stopped (a stop request, or its trigger ran out): the next
+        start continues from its last checkpoint (``savepoint`` if the stop took one)."""
+        self._write_record(
+            "STOPPED", run_id, checkpoint_id=checkpoint_id, savepoint=savepoint, result=result
+        )
 
     def record_failed(self, run_id: str, error: BaseException) -> None:
         """The run failed; the next start retries it (a pending commit, or anew)."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
+from flintlock.core.epoch_loop import EpochLoop, Progress
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_errors import RestoreError
@@ -24,6 +25,7 @@ from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
+from flintlock.core.triggers import Trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,6 +50,12 @@ class JobExecutionResult:
     run, or returned the stored result of a finished one (``already_finished``)."""
     already_finished: bool = False
     """True if the job had finished before: its stored result was returned, nothing ran."""
+    status: str = "FINISHED"
+    """FINISHED, or STOPPED for an unbounded job that stopped (it continues at its next
+    start from its last checkpoint, ``savepoint_path`` if the stop took a savepoint)."""
+    epochs: int = 1
+    """Epochs this run ran (an unbounded job runs one per trigger)."""
+    savepoint_path: str | None = None
 
 
 @dataclass
@@ -85,8 +93,14 @@ class JobMaster:
             t.name: t.sink for t in transformations if t.sink is not None
         }
 
-    def execute(self, new_run: bool = False) -> JobExecutionResult:
-        """Return a finished run's result, complete a pending commit, or run the job anew."""
+    def execute(
+        self,
+        new_run: bool = False,
+        trigger: Trigger | None = None,
+        progress: Progress | None = None,
+    ) -> JobExecutionResult:
+        """Return a finished run's result, complete a pending commit, or run the job: one
+        epoch if its sources are bounded, else epochs as ``trigger`` says (``EpochLoop``)."""
         started = time.perf_counter()
         self.folder.open()
         record = self.folder.read_record()
@@ -100,26 +114,33 @@ class JobMaster:
                 and (record is None or record.run_id == latest.run_id)
             ):
                 return self._complete(latest, started, resumed=True)
+        loop = EpochLoop(self, trigger or Trigger.processing_time(0.0), progress)
+        if loop.sources:
+            return loop.run(latest, started, new_run)
         return self._run(latest, started)
+
+    def new_run_id(self) -> str:
+        """A new run's id (its files and staging names carry it)."""
+        return uuid.uuid4().hex[:12]
 
     def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
         checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
-        run_id = uuid.uuid4().hex[:12]
+        run_id = self.new_run_id()
         maximum = self.config.max_parallelism
         transformations = [with_source_partitions(t, maximum) for t in self.transformations]
         graph = build_job_graph(transformations)
         restore = self.config.restore
         restores = {}
         if restore is not None:
-            self._check_restore_storage(restore)
+            self.check_restore_storage(restore)
             checkpoint_id = max(checkpoint_id, restore.checkpoint_id + 1)
             restores = plan_restores(restore, graph)
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)
         pending = latest is not None and not latest.final and not latest.committed
-        self._abort_uncommitted(run_id, latest.committables if pending and latest else {})
+        self.abort_uncommitted(run_id, latest.committables if pending and latest else {})
         plan = ExecutionPlan(
             job_name=self.config.job_name,
             run_id=run_id,
@@ -134,22 +155,28 @@ class JobMaster:
             restores=restores,
         )
         try:
-            failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, run_id)
-            with adaptive_execution_off(self.spark), failures:
-                messages = self._epoch_frame(plan).toArrow()
-            acknowledgements = self._read_messages(messages)
-            checkpoint = self.coordinator.complete(
-                checkpoint_id,
-                plan.run_id,
-                True,
-                acknowledgements,
-                plan.expected_subtasks(),
-                self._checkpoint_details(graph),
-            )
+            checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
         except Exception as error:
-            self._record_failed(run_id, error)
+            self.record_failed(run_id, error)
             raise
         return self._complete(checkpoint, started)
+
+    def run_epoch(
+        self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
+    ) -> CompletedCheckpoint:
+        """Run one epoch as one Spark job (one action) and complete its checkpoint."""
+        failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
+        with adaptive_execution_off(self.spark), failures:
+            messages = self._epoch_frame(plan).toArrow()
+        acknowledgements = self._read_messages(messages)
+        return self.coordinator.complete(
+            plan.barrier.checkpoint_id,
+            plan.run_id,
+            final,
+            acknowledgements,
+            plan.expected_subtasks(),
+            details,
+        )
 
     def _complete(
         self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
@@ -157,18 +184,18 @@ class JobMaster:
         """Commit the final checkpoint (idempotent), clean up, store the job's result."""
         try:
             self.coordinator.commit(checkpoint, self.sinks)
-            self._abort_uncommitted(checkpoint.run_id, checkpoint.committables)
+            self.abort_uncommitted(checkpoint.run_id, checkpoint.committables)
             self.coordinator.retain(self.config.retained_checkpoints)
         except Exception as error:
-            self._record_failed(checkpoint.run_id, error)
+            self.record_failed(checkpoint.run_id, error)
             raise
         result = self._result(checkpoint, started, resumed)
         self.folder.record_finished(
-            checkpoint.run_id, checkpoint.checkpoint_id, self._result_document(result)
+            checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
         )
         return result
 
-    def _check_restore_storage(self, restore: RestoreSource) -> None:
+    def check_restore_storage(self, restore: RestoreSource) -> None:
         """Tasks read the restored files through the job's checkpoint file system."""
         theirs = type(restore.checkpoint.storage.filesystem).__name__
         ours = type(self.storage.filesystem).__name__
@@ -178,7 +205,7 @@ class JobMaster:
                 f"directory {self.config.checkpoint_uri} on a {ours}: copy it there first"
             )
 
-    def _checkpoint_details(self, graph: JobGraph) -> dict[str, Any]:
+    def checkpoint_details(self, graph: JobGraph) -> dict[str, Any]:
         """What the metadata records besides acknowledgements: operators by name with
         their uid, vertex and parallelism; max parallelism; the checkpoint restored from."""
         uids = operator_uids(self.transformations)
@@ -202,7 +229,7 @@ class JobMaster:
             "restored_from": restored_from,
         }
 
-    def _record_failed(self, run_id: str, error: Exception) -> None:
+    def record_failed(self, run_id: str, error: Exception) -> None:
         """Record FAILED; if even that fails, say so on the error being raised."""
         try:
             self.folder.record_failed(run_id, error)
@@ -241,7 +268,7 @@ class JobMaster:
                 plugin.merge_report(document["task"], document["data"])
         return acknowledgements
 
-    def _abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
+    def abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""
         context = self.coordinator.commit_context(run_id, 0)
         for name, sink in self.sinks.items():
@@ -250,12 +277,25 @@ class JobMaster:
     def _result(
         self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
     ) -> JobExecutionResult:
+        return self.result_of(checkpoint, started, resumed=resumed)
+
+    def result_of(
+        self,
+        checkpoint: CompletedCheckpoint | None,
+        started: float,
+        records_out: dict[str, int] | None = None,
+        resumed: bool = False,
+    ) -> JobExecutionResult:
+        """A run's result after ``checkpoint``; ``records_out`` (summed over an unbounded
+        run's epochs) replaces the checkpoint's own counts."""
         records: dict[str, int] = {}
         seconds: dict[str, float] = {}
-        for ack in checkpoint.acknowledgements:
+        for ack in checkpoint.acknowledgements if checkpoint is not None else []:
             name = ack["task_name"]
             records[name] = records.get(name, 0) + ack["records_out"]
             seconds[name] = max(seconds.get(name, 0.0), ack.get("duration_seconds", 0.0))
+        if records_out is not None:
+            records = dict(records_out)
         collected = {
             name: sink.result
             for name, sink in self.sinks.items()
@@ -263,8 +303,8 @@ class JobMaster:
         }
         return JobExecutionResult(
             job_name=self.config.job_name,
-            run_id=checkpoint.run_id,
-            checkpoint_id=checkpoint.checkpoint_id,
+            run_id=checkpoint.run_id if checkpoint is not None else "",
+            checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else 0,
             duration_seconds=time.perf_counter() - started,
             records_out=records,
             vertex_seconds=seconds,
@@ -272,7 +312,7 @@ class JobMaster:
             resumed=resumed,
         )
 
-    def _result_document(self, result: JobExecutionResult) -> dict[str, Any]:
+    def result_document(self, result: JobExecutionResult) -> dict[str, Any]:
         """The part of a result the job result store keeps (tables by their files)."""
         return {
             "records_out": result.records_out,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,17 @@ from flintlock.core.watermarks import WatermarkStrategy
 POSITIONS = ListStateDescriptor(
     "source-positions", pa.struct([("split", pa.string()), ("position", pa.int64())])
 )
+
+
+@dataclass(frozen=True)
+class SourceEpoch:
+    """What a source subtask of an unbounded source is told about its epoch (shipped in
+    the execution plan; see ``flintlock.core.epoch_sources``)."""
+
+    splits: list[Any] = field(default_factory=list)
+    """This subtask's JSON splits of the epoch, as the source's enumerator planned them."""
+    ends_input: bool = False
+    """The input ends after these splits (the source is exhausted, or a stop drains)."""
 
 
 class SourceReader(ABC):
@@ -39,6 +51,9 @@ class Source(ABC):
     """A bounded or unbounded source of record batches, read by a source task."""
 
     name = "source"
+
+    bounded = True
+    """Bounded sources are read to their end in one epoch; see ``UnboundedSource``."""
 
     schema: pa.Schema | None = None
     """The schema of the batches it reads, if known on the driver (None: unknown).
@@ -119,14 +134,28 @@ class SourceOperator(StreamOperator):
         self._reader: SourceReader | None = None
         self._batches: Iterator[pa.RecordBatch] = iter(())
         self._emitter: WatermarkEmitter | None = None
+        self.epoch: SourceEpoch | None = None
+        """Set at deploy for an unbounded source: the splits of this epoch."""
+
+    @property
+    def ends_input(self) -> bool:
+        """True if the input ends once this epoch's reading is done (MAX_WATERMARK and
+        finish follow): always for a bounded source, on the last epoch for others."""
+        return self.source.bounded or (self.epoch is not None and self.epoch.ends_input)
 
     def initialize_state(self) -> None:
         self._positions = self.context.operator_state.get_list_state(POSITIONS)
 
     def open(self) -> None:
         task = self.context.task
-        restored = {p["split"]: p["position"] for p in self._positions.get()}
-        self._reader = self.source.create_reader(task.subtask_index, task.parallelism, restored)
+        if self.source.bounded:
+            restored = {p["split"]: p["position"] for p in self._positions.get()}
+            self._reader = self.source.create_reader(task.subtask_index, task.parallelism, restored)
+        else:
+            splits = self.epoch.splits if self.epoch is not None else []
+            self._reader = self.source.create_epoch_reader(  # type: ignore[attr-defined]
+                task.subtask_index, task.parallelism, splits
+            )
         self._batches = self._reader.read()
         strategy = self.watermark_strategy
         if strategy is not None:

@@ -22,6 +22,7 @@ from flintlock.core.messages import ACK_VERTEX, Kind, encode_json
 from flintlock.core.operator import StreamOperator, chain_position
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
+from flintlock.core.source import SourceOperator
 from flintlock.core.spark_sources import bind_partition_input
 from flintlock.core.task import StreamTask
 from flintlock.core.task_environment import TaskEnvironment
@@ -88,9 +89,13 @@ class StageFunction:
             events = reader.events()
         manager = build_plugin_manager(plan.plugins)
         registry = build_registry(manager)
+        operators = _build_operators(vertex)
+        head = operators[0] if operators else None
+        if isinstance(head, SourceOperator) and head.name in plan.source_epochs:
+            head.epoch = plan.source_epochs[head.name][subtask]
         environment = TaskEnvironment(
             info=info,
-            operators=_build_operators(vertex),
+            operators=operators,
             writer=writer,
             storage=CheckpointStorage.from_uri(plan.checkpoint_uri),
             plugin_manager=manager,

@@ -1,4 +1,4 @@
-"""The source task type: its head reads splits; MAX_WATERMARK when the input is exhausted."""
+"""The source task type: its head reads splits; MAX_WATERMARK when the input ends."""
 
 from __future__ import annotations
 
@@ -13,20 +13,22 @@ from flintlock.core.task import StreamTask
 
 
 class SourceStreamTask(StreamTask):
-    """Reads the source to its end, then MAX_WATERMARK fires every event-time timer."""
+    """Reads the source's splits of the epoch; MAX_WATERMARK when the input ends."""
 
     task_type = "source"
     head_operator_type = SourceOperator
 
     def run(self) -> None:
-        """Emit batches until the source is exhausted (bounded input)."""
+        """Emit this epoch's batches; if the input ends with them (a bounded source, the
+        last epoch of an unbounded one), MAX_WATERMARK fires every event-time timer."""
         head = self.chain.head
         assert isinstance(head, SourceOperator)
         emit_next, fire_processing_timers = head.emit_next, self.processing_time.fire_due
         while emit_next():
             fire_processing_timers()
-        self.chain.process_head_watermark(MAX_WATERMARK, 1)
-        self.input_ended = True
+        if head.ends_input:
+            self.chain.process_head_watermark(MAX_WATERMARK, 1)
+            self.input_ended = True
 
     def task_cleanup(self) -> None:
         """Task-specific cleanup: close the source reader, after the operators closed."""

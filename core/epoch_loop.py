@@ -1,0 +1,344 @@
+"""An unbounded job as a sequence of epochs (ARCHITECTURE.md sections 3 and 5, FLIP-147).
+
+Each epoch is one Spark job over what the sources' enumerators planned for it, and ends
+in a checkpoint that records the enumerators' states; the sinks commit it before the
+next epoch starts, so output appears once per epoch, exactly once. The next epoch
+restores the checkpoint (its operators get ``notify_checkpoint_complete`` for it before
+any data). Between epochs the loop takes savepoint and stop requests (``JobControl``).
+
+How an epoch ends (the termination table):
+
+- sources exhausted, or a stop with drain: MAX_WATERMARK, end_input, finish, then the
+  final checkpoint (a savepoint for a drain), its commit, and FINISHED / STOPPED;
+- a stop without drain: a savepoint without finish, its commit, STOPPED;
+- otherwise: a checkpoint without finish, its commit, and the next epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from flintlock.core.checkpoint_coordinator import CompletedCheckpoint
+from flintlock.core.checkpoint_reader import load_checkpoint
+from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.job_control import ControlRequest, JobControl
+from flintlock.core.job_graph import GraphError, JobGraph, build_job_graph
+from flintlock.core.restore import RestoreSource, operator_uids, plan_restores, prepare_restore
+from flintlock.core.snapshots import TaskRestore
+from flintlock.core.source import SourceEpoch, SourceOperator
+from flintlock.core.spark_sources import with_source_partitions
+from flintlock.core.triggers import Trigger
+
+if TYPE_CHECKING:
+    from flintlock.core.job_master import JobExecutionResult, JobMaster
+
+Progress = Callable[[dict[str, Any]], None]
+"""Called on the driver after every epoch with its figures (the CLI prints a line)."""
+
+
+class EpochLoop:
+    """Runs one job run as epochs until its input ends, a stop, or its trigger says so."""
+
+    def __init__(
+        self, master: JobMaster, trigger: Trigger, progress: Progress | None = None
+    ) -> None:
+        self.master = master
+        self.trigger = trigger
+        self.progress = progress
+        self.control = JobControl(master.folder)
+        transformations = [
+            with_source_partitions(t, master.config.max_parallelism) for t in master.transformations
+        ]
+        self.graph = build_job_graph(transformations)
+        self.uids = operator_uids(master.transformations)
+        self.sources = unbounded_sources(master.transformations, self.graph)
+        self.epochs: list[dict[str, Any]] = []
+        self.records_out: dict[str, int] = {}
+
+    # ---- the run ----
+
+    def run(
+        self, latest: CompletedCheckpoint | None, started: float, new_run: bool
+    ) -> JobExecutionResult:
+        """Start (fresh, from ``restore_from``, or continuing the job's last checkpoint)
+        and run epochs; the result of the run when it finishes or stops."""
+        master = self.master
+        run_id = master.new_run_id()
+        restore, states, checkpoint_id = self._starting_point(latest, new_run, run_id)
+        master.folder.record_running(run_id)
+        restores = plan_restores(restore, self.graph) if restore is not None else {}
+        aborted: list[int] = []
+        checkpoint: CompletedCheckpoint | None = latest
+        epoch_started = time.monotonic()
+        try:
+            while True:
+                request = self.control.next_request()
+                planned = self._plan_sources(states)
+                drain = request is not None and request.action == "stop" and request.drain
+                ends = drain or all(p.exhausted for p in planned.values())
+                has_rows = any(any(p.assignments) for p in planned.values())
+                if self._out_of_input(request, ends, has_rows):
+                    return self._stopped(checkpoint, run_id, started, None)
+                if self._skip_empty(request, ends, has_rows):
+                    epoch_started = self._wait_for_next_epoch(epoch_started, 0.05)
+                    continue
+                barrier = CheckpointBarrier(
+                    checkpoint_id, "savepoint" if request else "checkpoint", final=ends
+                )
+                plan = self._plan(run_id, barrier, restores, aborted, planned, ends)
+                try:
+                    checkpoint = self._run_epoch(plan, planned, epoch_started)
+                except Exception as error:
+                    if request is None or request.action != "savepoint":
+                        raise
+                    self.control.answer(request, error=f"{type(error).__name__}: {error}")
+                    aborted.append(checkpoint_id)  # the job keeps running from its last one
+                    checkpoint_id += 1
+                    continue
+                states = {uid: p.state for uid, p in planned.items()}
+                savepoint = self._savepoint_path(checkpoint) if request else None
+                if request is not None:
+                    self.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
+                if ends or (request is not None and request.action == "stop"):
+                    return self._ended(checkpoint, run_id, started, savepoint, ends)
+                if self.trigger.kind == "once":
+                    return self._stopped(checkpoint, run_id, started, None)
+                restores, aborted = self._restores_after(checkpoint), []
+                checkpoint_id += 1
+                epoch_started = self._wait_for_next_epoch(epoch_started)
+        except Exception as error:
+            master.record_failed(run_id, error)
+            raise
+
+    def _starting_point(
+        self, latest: CompletedCheckpoint | None, new_run: bool, run_id: str
+    ) -> tuple[RestoreSource | None, dict[str, Any], int]:
+        """What the first epoch restores, the sources' states, and its checkpoint id."""
+        master = self.master
+        next_id = latest.checkpoint_id + 1 if latest is not None else 1
+        restore = master.config.restore
+        if restore is not None:
+            master.check_restore_storage(restore)
+            return (
+                restore,
+                dict(restore.checkpoint.sources),
+                max(next_id, restore.checkpoint_id + 1),
+            )
+        if latest is not None and not new_run and not latest.final:
+            # continue the job: after a crash, a stop, or an available-now run
+            master.coordinator.commit(latest, master.sinks)  # idempotent
+            master.abort_uncommitted(run_id, latest.committables)
+            path = f"{master.folder.checkpoints}/chk-{latest.checkpoint_id}"
+            restore = prepare_restore(path, self.uids, master.config.max_parallelism)
+            return restore, dict(latest.sources), next_id
+        for sink in master.sinks.values():  # a new run: the output modes decide
+            sink.prepare_output(master.coordinator.commit_context(run_id, next_id))
+        pending = latest is not None and not latest.final and not latest.committed
+        master.abort_uncommitted(run_id, latest.committables if pending and latest else {})
+        return None, {}, next_id
+
+    def _plan_sources(self, states: dict[str, Any]) -> dict[str, EpochSplits]:
+        """Each unbounded source's splits for the epoch starting now (by uid)."""
+        now_ms = int(time.time() * 1000)
+        planned = {}
+        for name, (source, parallelism) in self.sources.items():
+            uid = self.uids[name]
+            state = states[uid] if uid in states else source.initial_state(now_ms)
+            splits = source.plan_epoch(state, now_ms, parallelism)
+            if len(splits.assignments) != parallelism:
+                raise GraphError(
+                    f"source '{name}' planned {len(splits.assignments)} assignments for "
+                    f"{parallelism} subtasks"
+                )
+            planned[uid] = splits
+        return planned
+
+    def _out_of_input(self, request: ControlRequest | None, ends: bool, has_rows: bool) -> bool:
+        """An available-now run stops once its sources have nothing more right now."""
+        idle = request is None and not ends and not has_rows
+        return idle and self.trigger.kind == "available_now" and bool(self.epochs)
+
+    def _skip_empty(self, request: ControlRequest | None, ends: bool, has_rows: bool) -> bool:
+        """With no interval (epochs back to back), an epoch with nothing to read is not run."""
+        idle = request is None and not ends and not has_rows
+        return idle and self.trigger.kind == "processing_time" and not self.trigger.interval_seconds
+
+    def _plan(
+        self,
+        run_id: str,
+        barrier: CheckpointBarrier,
+        restores: dict[tuple[int, int], TaskRestore],
+        aborted: list[int],
+        planned: dict[str, EpochSplits],
+        ends: bool,
+    ) -> ExecutionPlan:
+        """The execution plan of one epoch."""
+        master = self.master
+        if aborted:
+            restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
+        source_epochs = {
+            name: [SourceEpoch(a, ends) for a in planned[self.uids[name]].assignments]
+            for name in self.sources
+        }
+        return ExecutionPlan(
+            job_name=master.config.job_name,
+            run_id=run_id,
+            epoch=barrier.checkpoint_id,
+            barrier=barrier,
+            checkpoint_uri=master.config.checkpoint_uri,
+            max_parallelism=master.config.max_parallelism,
+            state_backend=master.config.state_backend,
+            graph=self.graph,
+            plugins=master.config.plugins,
+            job_id=master.folder.job_id,
+            restores=restores,
+            source_epochs=source_epochs,
+        )
+
+    def _run_epoch(
+        self, plan: ExecutionPlan, planned: dict[str, EpochSplits], epoch_started: float
+    ) -> CompletedCheckpoint:
+        """One epoch: the Spark job, the checkpoint (with the sources' states), the commit."""
+        master = self.master
+        details = master.checkpoint_details(self.graph)
+        details["sources"] = {uid: p.state for uid, p in planned.items()}
+        checkpoint = master.run_epoch(plan, final=plan.barrier.final, details=details)
+        master.coordinator.commit(checkpoint, master.sinks)
+        master.coordinator.retain(master.config.retained_checkpoints)
+        self._record_epoch(plan, checkpoint, epoch_started)
+        return checkpoint
+
+    def _record_epoch(
+        self, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, epoch_started: float
+    ) -> None:
+        """The epoch's figures: the status file, the progress callback, the run's totals."""
+        records: dict[str, int] = {}
+        size = 0
+        for ack in checkpoint.acknowledgements:
+            name = ack["task_name"]
+            records[name] = records.get(name, 0) + ack["records_out"]
+            size += ack.get("size_bytes", 0)
+        for name, count in records.items():
+            self.records_out[name] = self.records_out.get(name, 0) + count
+        figures = {
+            "epoch": len(self.epochs) + 1,
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "kind": plan.barrier.kind,
+            "final": plan.barrier.final,
+            "seconds": round(time.monotonic() - epoch_started, 4),
+            "records_out": records,
+            "checkpoint_bytes": size,
+            "time": time.time(),
+        }
+        self.epochs.append(figures)
+        self._write_status("RUNNING", plan.run_id, checkpoint.checkpoint_id)
+        if self.progress is not None:
+            self.progress(figures)
+
+    def _write_status(self, status: str, run_id: str, checkpoint_id: int, **extra: Any) -> None:
+        folder = self.master.folder
+        self.control.write_status(
+            {
+                "job_name": folder.job_name,
+                "job_id": folder.job_id,
+                "run_id": run_id,
+                "status": status,
+                "trigger": {"kind": self.trigger.kind, "seconds": self.trigger.interval_seconds},
+                "latest_checkpoint": checkpoint_id,
+                "epochs": self.epochs,
+                **extra,
+            }
+        )
+
+    def _restores_after(
+        self, checkpoint: CompletedCheckpoint
+    ) -> dict[tuple[int, int], TaskRestore]:
+        """What the next epoch restores: the checkpoint this one just completed."""
+        path = f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+        stored = load_checkpoint(path)
+        names = {name: name for name in stored.operators()}
+        return plan_restores(RestoreSource(stored, names, []), self.graph)
+
+    def _savepoint_path(self, checkpoint: CompletedCheckpoint) -> str:
+        """Where the savepoint taken with ``checkpoint`` is."""
+        return f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+
+    def _wait_for_next_epoch(self, epoch_started: float, at_least: float = 0.0) -> float:
+        """Sleep until the trigger's next epoch (a request starts it at once)."""
+        due = epoch_started + max(self.trigger.interval_seconds, at_least)
+        while time.monotonic() < due and self.control.next_request() is None:
+            time.sleep(min(0.05, max(0.0, due - time.monotonic())))
+        return time.monotonic()
+
+    # ---- how a run ends ----
+
+    def _ended(
+        self,
+        checkpoint: CompletedCheckpoint,
+        run_id: str,
+        started: float,
+        savepoint: str | None,
+        input_ended: bool,
+    ) -> JobExecutionResult:
+        """The input ended (FINISHED) or a stop took a savepoint (STOPPED)."""
+        if input_ended and savepoint is None:
+            result = self.master.result_of(checkpoint, started, self.records_out)
+            self.master.folder.record_finished(
+                run_id, checkpoint.checkpoint_id, self.master.result_document(result)
+            )
+            self._write_status("FINISHED", run_id, checkpoint.checkpoint_id)
+            result.epochs = len(self.epochs)
+            result.status = "FINISHED"
+            return result
+        return self._stopped(checkpoint, run_id, started, savepoint)
+
+    def _stopped(
+        self,
+        checkpoint: CompletedCheckpoint | None,
+        run_id: str,
+        started: float,
+        savepoint: str | None,
+    ) -> JobExecutionResult:
+        """STOPPED: the next start continues from ``checkpoint`` (the savepoint, if any)."""
+        master = self.master
+        checkpoint_id = checkpoint.checkpoint_id if checkpoint is not None else 0
+        result = master.result_of(checkpoint, started, self.records_out)
+        master.folder.record_stopped(
+            run_id, checkpoint_id, savepoint, master.result_document(result)
+        )
+        self._write_status("STOPPED", run_id, checkpoint_id, savepoint=savepoint)
+        result.epochs = len(self.epochs)
+        result.status = "STOPPED"
+        result.savepoint_path = savepoint
+        return result
+
+
+def unbounded_sources(
+    transformations: list[Any], graph: JobGraph
+) -> dict[str, tuple[UnboundedSource, int]]:
+    """Source operator name -> (its unbounded source, its parallelism); a job that mixes
+    bounded and unbounded sources is refused (partially finished jobs are not run yet)."""
+    parallelism = {
+        t.name: v.parallelism for v in graph.vertices.values() for t in v.transformations
+    }
+    found: dict[str, tuple[UnboundedSource, int]] = {}
+    bounded = []
+    for t in transformations:
+        if not t.is_source:
+            continue
+        operator = t.make_operator()
+        if isinstance(operator, SourceOperator) and isinstance(operator.source, UnboundedSource):
+            found[t.name] = (operator.source, parallelism[t.name])
+        else:
+            bounded.append(t.name)
+    if found and bounded:
+        raise GraphError(
+            f"the job reads bounded source(s) {bounded} beside unbounded {sorted(found)}: "
+            f"mixing them is not supported yet"
+        )
+    return found

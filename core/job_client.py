@@ -1,0 +1,81 @@
+"""A handle on an unbounded job: savepoint, stop, status, result (``flintlock stop`` etc.)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.job_control import JobControl
+from flintlock.core.job_errors import JobControlError
+from flintlock.core.job_folder import JobFolder
+
+if TYPE_CHECKING:
+    from flintlock.core.job_master import JobExecutionResult
+
+
+class JobClient:
+    """Controls the job (checkpoint dir, job name) through its folder: from the process
+    that runs it (``execute_async``) or from any other that sees the storage."""
+
+    def __init__(self, checkpoint_dir: str, job_name: str) -> None:
+        self.folder = JobFolder(CheckpointStorage.from_uri(checkpoint_dir), job_name)
+        self.job_name = job_name
+        self._thread: threading.Thread | None = None
+        self._outcome: dict[str, Any] = {}
+
+    def start(self, run: Callable[[], JobExecutionResult]) -> None:
+        """Run ``run`` (the job) in a driver thread; ``result()`` joins it."""
+
+        def body() -> None:
+            try:
+                self._outcome["result"] = run()
+            except BaseException as error:  # handed to result()
+                self._outcome["error"] = error
+
+        self._thread = threading.Thread(target=body, name=f"flintlock-{self.job_name}")
+        self._thread.start()
+
+    def _control(self) -> JobControl:
+        self.folder.open()
+        return JobControl(self.folder)
+
+    def savepoint(self, timeout: float = 300.0) -> str:
+        """Take a savepoint at the next epoch boundary; the job keeps running. Its path."""
+        control = self._control()
+        answer = control.wait(control.request("savepoint"), timeout, self._alive())
+        return str(answer["savepoint"])
+
+    def stop(self, drain: bool = False, timeout: float = 300.0) -> str:
+        """Stop with a savepoint at the next epoch boundary (``drain``: end the input
+        first: timers fire, finish, last data committed). The savepoint's path."""
+        control = self._control()
+        answer = control.wait(control.request("stop", drain), timeout, self._alive())
+        if self._thread is not None:
+            self.result(timeout)
+        return str(answer["savepoint"])
+
+    def status(self) -> dict[str, Any]:
+        """The job's status file: status, latest checkpoint, savepoint, per-epoch figures."""
+        status = self._control().read_status()
+        if status is None:
+            raise JobControlError(f"job '{self.job_name}' has not run as epochs here yet")
+        return status
+
+    def result(self, timeout: float | None = None) -> JobExecutionResult:
+        """Wait for the job run this client started to end; its result or its error."""
+        if self._thread is None:
+            raise JobControlError("this client did not start the job (execute_async does)")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise JobControlError(f"job '{self.job_name}' still runs after {timeout} s")
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome["result"]
+
+    def _alive(self) -> Callable[[], bool] | None:
+        """For a job this client runs: whether its thread still runs (a request to a
+        job that ended is never answered)."""
+        thread = self._thread
+        return thread.is_alive if thread is not None else None
