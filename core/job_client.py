@@ -63,6 +63,10 @@ class JobClient:
             raise JobControlError(f"job '{self.job_name}' has not run as epochs here yet")
         return status
 
+    def is_running(self) -> bool:
+        """True while the job run this client started (``execute_async``) goes on."""
+        return self._thread is not None and self._thread.is_alive()
+
     def result(self, timeout: float | None = None) -> JobExecutionResult:
         """Wait for the job run this client started to end; its result or its error."""
         if self._thread is None:

@@ -1,0 +1,154 @@
+"""Unbounded jobs on real local Spark: epochs, stop with and without drain, resume,
+savepoints, triggers, and a driver killed between epochs (issue 14)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import unbounded_jobs
+from pyspark import cloudpickle
+from unbounded_jobs import FAR, KEYS, build, committed_rows
+
+from flintlock import FlintlockError
+from flintlock.core.job_client import JobClient
+from flintlock.core.triggers import Trigger
+from flintlock.testing import LifecycleRecorder
+
+pytestmark = pytest.mark.slow
+cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
+
+FINISH_CALLS = {"operator_finish", "function_finish", "operator_end_input"}
+
+
+def wait_for_epochs(client: JobClient, count: int, timeout: float = 180.0) -> None:
+    """Until the running job reports ``count`` epochs (its status file)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not client.is_running():
+            client.result()  # raises the job's error
+            raise AssertionError(f"the job ended before {count} epochs")
+        try:
+            if len(client.status()["epochs"]) >= count:
+                return
+        except FlintlockError:
+            pass  # no epoch completed yet
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not run {count} epochs in {timeout} s")
+
+
+def one_pass(ids: list[int]) -> dict[int, int]:
+    """The same logic over the same rows in one pass: each key's total."""
+    totals: dict[int, int] = {}
+    for i in ids:
+        totals[i % KEYS] = totals.get(i % KEYS, 0) + i
+    return totals
+
+
+def data_and_timer_rows(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    return [r for r in rows if r["id"] >= 0], [r for r in rows if r["id"] < 0]
+
+
+def final_totals(rows: list[dict[str, Any]]) -> dict[int, int]:
+    """Each key's last running total (totals only grow: ids are not negative)."""
+    totals: dict[int, int] = {}
+    for row in rows:
+        totals[row["k"]] = max(totals.get(row["k"], 0), row["total"])
+    return totals
+
+
+def finish_calls(recorder: LifecycleRecorder) -> list[tuple[str, Any]]:
+    return [
+        (task, call)
+        for task, calls in recorder.by_task.items()
+        for call in calls
+        if call[0] in FINISH_CALLS
+    ]
+
+
+def test_stop_resume_and_drain_equal_one_pass(spark: Any, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    first = LifecycleRecorder()
+    client = build(spark, base, [first]).execute_async("unbounded")
+    wait_for_epochs(client, 3)
+    savepoint = client.stop()  # without drain: a savepoint, no finish
+    stopped = client.result()
+    assert stopped.status == "STOPPED" and stopped.savepoint_path == savepoint
+    assert Path(savepoint, "_metadata.json").is_file()
+    assert finish_calls(first) == []  # no end_input, no finish in any epoch
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    assert timers == []  # MAX_WATERMARK never came: the far timers wait in state
+    assert sorted(r["id"] for r in rows) == list(range(300 * stopped.epochs))
+    assert client.status()["status"] == "STOPPED"
+
+    second = LifecycleRecorder()
+    client = build(spark, base, [second]).execute_async("unbounded")
+    wait_for_epochs(client, stopped.epochs + 2)  # it continues: the status keeps counting
+    drained_at = client.stop(drain=True)
+    drained = client.result()
+    assert drained.status == "STOPPED" and drained.savepoint_path == drained_at
+
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    ids = sorted(r["id"] for r in rows)
+    assert ids == list(range(300 * (stopped.epochs + drained.epochs)))  # no loss, no dup
+    reference = one_pass(ids)
+    assert final_totals(rows) == reference
+    # with drain every pending event-time timer fired, once per key, with the total
+    assert sorted((r["k"], r["total"]) for r in timers) == sorted(reference.items())
+    # finish ran once per subtask of each vertex, in the last epoch only
+    finished = finish_calls(second)
+    per_task = {task for task, call in finished if call[0] == "operator_finish"}
+    assert len(per_task) == 4  # 2 source + 2 keyed subtasks
+    assert sum(1 for _, call in finished if call[0] == "function_finish") == 2
+
+
+def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    client = build(spark, base).execute_async("unbounded", trigger=Trigger.processing_time(0.0))
+    wait_for_epochs(client, 1)
+    savepoint = client.savepoint()
+    taken = int(savepoint.rsplit("chk-", 1)[1])
+    wait_for_epochs(client, taken + 1)  # epochs go on after it
+    client.stop()
+    result = client.result()
+    assert result.epochs > taken
+    ids = sorted(r["id"] for r in committed_rows(base))
+    assert ids == list(range(300 * result.epochs))
+
+
+def test_available_now_reads_to_the_end_and_finishes(spark: Any, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    result = build(spark, base, end=1000).execute("bounded-seq", trigger=Trigger.available_now())
+    assert result.status == "FINISHED"
+    assert result.epochs == 4  # 300, 300, 300, 100: the sequence ended in the fourth
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    assert sorted(r["id"] for r in rows) == list(range(1000))
+    assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(1000)).items())
+
+
+def test_once_runs_one_epoch_and_the_next_start_continues(spark: Any, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    for epochs in (1, 2, 3):
+        result = build(spark, base).execute("once", trigger=Trigger.once())
+        assert (result.status, result.epochs) == ("STOPPED", 1)
+        assert sorted(r["id"] for r in committed_rows(base)) == list(range(300 * epochs))
+
+
+def test_a_driver_killed_between_epochs_restarts_exactly_once(spark: Any, tmp_path: Path) -> None:
+    base = str(tmp_path)
+    script = Path(__file__).with_name("unbounded_jobs.py")
+    done = subprocess.run(
+        [sys.executable, str(script), base, "3"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == -9, done.stdout[-2000:] + done.stderr[-3000:]
+    assert sorted(r["id"] for r in committed_rows(base)) == list(range(900))
+    result = build(spark, base, end=3000).execute("unbounded")  # continues from chk-3
+    assert result.status == "FINISHED"
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    assert sorted(r["id"] for r in rows) == list(range(3000))
+    assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(3000)).items())
+    assert FAR > 3000

@@ -1,0 +1,85 @@
+"""The unbounded job the epoch tests run: a sequence -> keyed running sum -> FileSink.
+
+Each key's function keeps a running sum and an event-time timer far in the future: it
+fires only when the input ends (MAX_WATERMARK: the sequence's end, or a stop with
+drain), emitting one row per key with id -1 and the key's final total.
+
+``python unbounded_jobs.py BASE KILL_AFTER``: runs the job with its driver SIGKILLed
+after KILL_AFTER epochs (before the next one starts), once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flintlock import KeyedProcessFunction, ValueStateDescriptor, WatermarkStrategy
+from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.sinks.files import FileSink
+
+KEYS = 5
+OUT = pa.schema([("k", pa.int64()), ("id", pa.int64()), ("total", pa.int64())])
+FAR = 10**12
+"""The timers' time: after every row's event time, before MAX_WATERMARK."""
+
+
+class RunningSumUntilTheEnd(KeyedProcessFunction):
+    """Emits each row with its key's running sum; at the input's end, the key's total."""
+
+    output_schema = OUT
+
+    def open(self) -> None:
+        self.total = self.runtime_context.get_state(
+            ValueStateDescriptor("total", pa.int64(), default=0)
+        )
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.total.update(self.total.value() + value["id"])
+        ctx.timer_service().register_event_time_timer(FAR)
+        out.collect({"k": value["id"] % KEYS, "id": value["id"], "total": self.total.value()})
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        out.collect({"k": ctx.get_current_key(), "id": -1, "total": self.total.value()})
+
+
+def build(
+    spark: Any, base: str, plugins: list[Any] = (), end: int | None = None, per_epoch: int = 300
+) -> StreamExecutionEnvironment:
+    """The job: ``per_epoch`` ids per epoch (up to ``end``), summed per ``id % KEYS``."""
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk", plugins=list(plugins)
+    )
+    strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
+    stream = env.from_sequence(end=end, rows_per_epoch=per_epoch, watermark_strategy=strategy)
+    keyed = stream.key_by(lambda row: row["id"] % KEYS).process(RunningSumUntilTheEnd())
+    keyed.sink_to(FileSink(f"{base}/out"), name="files")
+    return env
+
+
+def committed_rows(base: str) -> list[dict[str, Any]]:
+    """Every row the FileSink committed, across all runs."""
+    if not os.path.isdir(f"{base}/out"):
+        return []
+    return pq.read_table(f"{base}/out").to_pylist()
+
+
+if __name__ == "__main__":
+    from job_scripts import start_session
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
+
+    base, kill_after = sys.argv[1], int(sys.argv[2])
+
+    def progress(figures: dict[str, Any]) -> None:
+        if figures["epoch"] == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    env = build(start_session("local[2]"), base, end=3000)
+    env.execute("unbounded", progress=progress)
+    print("RESULT not killed")
