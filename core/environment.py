@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from flintlock.core.datastream import DataStream, _check_parallelism, _is_int
 from flintlock.core.epoch_loop import Progress
 from flintlock.core.job_checks import check_before_spark
 from flintlock.core.job_client import JobClient
+from flintlock.core.job_control import PROGRESS_ENV, progress_line
 from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
@@ -270,6 +272,8 @@ class StreamExecutionEnvironment:
                 retained_checkpoints=self.retained_checkpoints,
                 restore=restore,
             )
+            if progress is None and os.environ.get(PROGRESS_ENV, "") not in ("", "0"):
+                progress = print_progress
             master = JobMaster(spark, self.transformations, config)
             return master.execute(new_run=new_run, trigger=trigger, progress=progress)
         finally:
@@ -334,6 +338,11 @@ class StreamExecutionEnvironment:
     def operator(self, kind: str) -> Callable[..., StreamOperator]:
         """The operator factory registered as ``kind``."""
         return self.registry.get("operator", kind)
+
+
+def print_progress(figures: dict[str, Any]) -> None:
+    """A progress line per epoch on stderr (``flintlock run`` asks for it)."""
+    print(progress_line(figures), file=sys.stderr, flush=True)
 
 
 def _master(spark: SparkSession) -> str | None:

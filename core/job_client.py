@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.job_control import JobControl
 from flintlock.core.job_errors import JobControlError
-from flintlock.core.job_folder import JobFolder
+from flintlock.core.job_folder import IDENTITY, JobFolder
 
 if TYPE_CHECKING:
     from flintlock.core.job_master import JobExecutionResult
@@ -38,8 +38,16 @@ class JobClient:
         self._thread.start()
 
     def _control(self) -> JobControl:
-        self.folder.open()
-        return JobControl(self.folder)
+        """The job's control channel; a job that never started here is an error (no
+        request may create a job's folder)."""
+        folder = self.folder
+        if not folder.storage.exists(f"{folder.path}/{IDENTITY}"):
+            raise JobControlError(
+                f"there is no job '{self.job_name}' in {folder.storage.base_path} "
+                f"(no {folder.path}/{IDENTITY}): has it ever started there?"
+            )
+        folder.open()
+        return JobControl(folder)
 
     def savepoint(self, timeout: float = 300.0) -> str:
         """Take a savepoint at the next epoch boundary; the job keeps running. Its path."""

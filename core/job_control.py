@@ -20,6 +20,8 @@ import pyarrow.fs as pafs
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.job_folder import JobFolder
 
+PROGRESS_ENV = "FLINTLOCK_PROGRESS"
+"""Set to 1 by ``flintlock run``: unbounded jobs print ``progress_line`` per epoch."""
 CONTROL = "_control"
 STATUS = "_status.json"
 ANSWER = ".answer.json"
@@ -141,3 +143,14 @@ class JobControl:
         if not isinstance(document, dict):
             raise CheckpointError(f"the job status {path} is damaged")
         return document
+
+
+def progress_line(figures: dict[str, Any]) -> str:
+    """One epoch in one line: its checkpoint, duration, records per vertex, state size."""
+    records = ", ".join(f"{name} {count:,}" for name, count in figures["records_out"].items())
+    kind = figures["kind"] + (" (final)" if figures.get("final") else "")
+    return (
+        f"epoch {figures['epoch']}  chk-{figures['checkpoint_id']} {kind}  "
+        f"{figures['seconds']:.2f} s  records out: {records}  "
+        f"state {figures['checkpoint_bytes'] / 1e3:,.1f} kB"
+    )

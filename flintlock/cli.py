@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from importlib import metadata
 
 from flintlock.core.errors import FlintlockError
+from flintlock.core.job_control import PROGRESS_ENV
 from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
 from flintlock.core.registry import KINDS, build_registry
 from flintlock.core.spark_session import SparkSetupError
+from flintlock.job_commands import add_job_commands, job_command
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
@@ -96,6 +98,7 @@ def run_job(
         environment[MASTER_ENV] = master
     if new_run:
         environment[NEW_RUN_ENV] = "1"
+    environment[PROGRESS_ENV] = "1"  # unbounded jobs print a line per epoch
     try:
         with job_process_settings([path, *(job_args or [])], environment):
             runpy.run_path(path, run_name="__main__")
@@ -177,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("dir")
     read.add_argument("--operator", required=True, help="the operator's uid or name")
     read.add_argument("--state", required=True, help="the state's name")
+    add_job_commands(commands)
     return parser
 
 
@@ -193,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return checkpoints_command(args)
+    if args.command in ("savepoint", "stop", "status"):
+        if unknown or passed_through:
+            parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
+        return job_command(args)
     if args.command == "plugins":
         if unknown or passed_through:
             parser.error(f"plugins takes no arguments: {' '.join(unknown + passed_through)}")

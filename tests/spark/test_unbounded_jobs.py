@@ -15,6 +15,7 @@ from pyspark import cloudpickle
 from unbounded_jobs import FAR, KEYS, build, committed_rows
 
 from flintlock import FlintlockError
+from flintlock.cli import main
 from flintlock.core.job_client import JobClient
 from flintlock.core.triggers import Trigger
 from flintlock.testing import LifecycleRecorder
@@ -152,3 +153,31 @@ def test_a_driver_killed_between_epochs_restarts_exactly_once(spark: Any, tmp_pa
     assert sorted(r["id"] for r in rows) == list(range(3000))
     assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(3000)).items())
     assert FAR > 3000
+
+
+def test_the_cli_shows_status_takes_a_savepoint_and_stops_with_drain(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = str(tmp_path)
+    client = build(spark, base).execute_async("cli job")
+    wait_for_epochs(client, 1)
+    folder = str(tmp_path / "chk" / "cli%20job")
+    assert main(["status", folder]) == 0
+    status = capsys.readouterr().out
+    assert "job 'cli job'  RUNNING" in status and "epoch 1  chk-1 checkpoint" in status
+    assert main(["savepoint", folder]) == 0
+    savepoint = capsys.readouterr().out.strip()
+    assert Path(savepoint, "_metadata.json").is_file()
+    assert client.is_running()
+    assert main(["stop", "cli job", "--checkpoint-dir", f"{base}/chk", "--drain"]) == 0
+    drained = capsys.readouterr().out.strip()
+    result = client.result()
+    assert (result.status, result.savepoint_path) == ("STOPPED", drained)
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    assert sorted(r["id"] for r in rows) == list(range(300 * result.epochs))
+    assert len(timers) == KEYS
+    assert main(["status", folder]) == 0
+    assert "STOPPED" in capsys.readouterr().out
+    assert main(["stop", "no-such-job", "--checkpoint-dir", f"{base}/chk", "--timeout", "0.2"]) == 1
+    assert "there is no job 'no-such-job'" in capsys.readouterr().err
+    assert not (tmp_path / "chk" / "no-such-job").exists()

@@ -1,0 +1,88 @@
+"""``flintlock savepoint|stop|status JOB``: control a running unbounded job from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.errors import FlintlockError
+from flintlock.core.job_client import JobClient
+from flintlock.core.job_control import progress_line
+from flintlock.core.job_errors import JobControlError
+from flintlock.core.job_folder import IDENTITY
+
+
+def add_job_commands(commands: Any) -> None:
+    """The savepoint, stop and status sub-commands."""
+    where = (
+        "JOB is the job's folder (<checkpoint dir>/<job name>), or its name with --checkpoint-dir."
+    )
+    for name, text in (
+        ("savepoint", "take a savepoint of a running job at its next epoch; it keeps running"),
+        ("stop", "stop a running job with a savepoint at its next epoch"),
+        ("status", "show a job's status, checkpoints, savepoint and per-epoch figures"),
+    ):
+        command = commands.add_parser(
+            name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}"
+        )
+        command.add_argument("job", metavar="JOB")
+        command.add_argument("--checkpoint-dir", help="the job's checkpoint directory")
+        if name != "status":
+            command.add_argument(
+                "--timeout", type=float, default=300.0, help="seconds to wait (default 300)"
+            )
+        if name == "stop":
+            command.add_argument(
+                "--drain",
+                action="store_true",
+                help="end the input first: MAX_WATERMARK fires every event-time timer, "
+                "operators finish and the last data is committed",
+            )
+
+
+def job_command(args: argparse.Namespace) -> int:
+    """Run one of the sub-commands; a flintlock error is one line on stderr, exit 1."""
+    try:
+        client = client_for(args.job, args.checkpoint_dir)
+        if args.command == "savepoint":
+            print(client.savepoint(args.timeout))
+        elif args.command == "stop":
+            print(client.stop(args.drain, args.timeout))
+        else:
+            print(describe_status(client.status()))
+    except FlintlockError as error:
+        print(f"flintlock: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def client_for(job: str, checkpoint_dir: str | None) -> JobClient:
+    """A client for the job named by its folder, or by its name and checkpoint dir."""
+    if checkpoint_dir is not None:
+        return JobClient(checkpoint_dir, job)
+    folder = os.path.abspath(job)
+    if not os.path.isfile(os.path.join(folder, IDENTITY)):
+        raise JobControlError(
+            f"{job} is not a job folder (no {IDENTITY} in it): give the job's folder, or "
+            f"its name with --checkpoint-dir"
+        )
+    identity = CheckpointStorage.from_uri(folder).read_json(f"{folder}/{IDENTITY}")
+    return JobClient(os.path.dirname(folder), str(identity["job_name"]))
+
+
+def describe_status(status: dict[str, Any]) -> str:
+    """The status file as a few lines of text: the job, then one line per epoch."""
+    trigger = status.get("trigger", {})
+    lines = [
+        f"job {status['job_name']!r}  {status['status']}  run {status['run_id']}  "
+        f"latest checkpoint {status['latest_checkpoint']}",
+        f"trigger {trigger.get('kind')} {trigger.get('seconds', 0)} s",
+    ]
+    if status.get("savepoint"):
+        lines.append(f"savepoint {status['savepoint']}")
+    for epoch in status.get("epochs", []):
+        lines.append(progress_line(epoch))
+    return "\n".join(lines)
