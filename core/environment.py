@@ -30,6 +30,7 @@ from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.source import CollectionSource, Source, SourceOperator
 from flintlock.core.spark_session import active_or_local_session
 from flintlock.core.spark_sources import DataFrameSource
+from flintlock.core.streaming_source import StreamingDataFrameSource
 from flintlock.core.triggers import Trigger
 from flintlock.core.watermarks import WatermarkStrategy
 
@@ -167,6 +168,31 @@ class StreamExecutionEnvironment:
                 f"from_parquet: cannot read a Parquet dataset at '{path}': {error}"
             ) from error
         return self.from_source(source, watermark_strategy)
+
+    def from_stream(
+        self,
+        frame: DataFrame,
+        name: str = "spark-stream",
+        parallelism: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """An unbounded stream of a Spark Structured Streaming DataFrame (rate, files,
+        Kafka...): the job runs as its streaming query, one epoch per micro-batch, each
+        micro-batch repartitioned to ``parallelism`` source subtasks."""
+        if not getattr(frame, "isStreaming", False):
+            raise GraphError(
+                "from_stream takes a streaming DataFrame (spark.readStream...); read a "
+                "batch DataFrame with from_dataframe"
+            )
+        if parallelism is not None:
+            _check_parallelism(parallelism, self.max_parallelism, "from_stream: parallelism")
+        stream = self.from_source(StreamingDataFrameSource(), watermark_strategy, name=name)
+        stream.transformation.spark_source = frame
+        stream.transformation.parallelism = parallelism or self.parallelism
+        stream.schema = _dataframe_schema(frame)
+        if watermark_strategy is not None and stream.schema is not None:
+            watermark_strategy.check_schema(stream.schema, f"source '{name}'")
+        return stream
 
     def from_sequence(
         self,

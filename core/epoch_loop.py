@@ -32,6 +32,7 @@ from flintlock.core.restore import RestoreSource, operator_uids, plan_restores, 
 from flintlock.core.snapshots import TaskRestore
 from flintlock.core.source import SourceEpoch, SourceOperator
 from flintlock.core.spark_sources import with_source_partitions
+from flintlock.core.streaming_source import StreamingDataFrameSource
 from flintlock.core.triggers import Trigger
 
 if TYPE_CHECKING:
@@ -54,9 +55,10 @@ class EpochLoop:
         transformations = [
             with_source_partitions(t, master.config.max_parallelism) for t in master.transformations
         ]
+        self.graph_transformations = transformations
         self.graph = build_job_graph(transformations)
         self.uids = operator_uids(master.transformations)
-        self.sources = unbounded_sources(master.transformations, self.graph)
+        self.sources, self.streaming = unbounded_sources(master.transformations, self.graph)
         self.epochs: list[dict[str, Any]] = []
         self.records_out: dict[str, int] = {}
 
@@ -181,9 +183,10 @@ class EpochLoop:
         master = self.master
         if aborted:
             restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
+        names = [*self.sources, *([self.streaming.name] if self.streaming is not None else [])]
         source_epochs = {
             name: [SourceEpoch(a, ends) for a in planned[self.uids[name]].assignments]
-            for name in self.sources
+            for name in names
         }
         return ExecutionPlan(
             job_name=master.config.job_name,
@@ -320,25 +323,37 @@ class EpochLoop:
 
 def unbounded_sources(
     transformations: list[Any], graph: JobGraph
-) -> dict[str, tuple[UnboundedSource, int]]:
-    """Source operator name -> (its unbounded source, its parallelism); a job that mixes
-    bounded and unbounded sources is refused (partially finished jobs are not run yet)."""
+) -> tuple[dict[str, tuple[UnboundedSource, int]], Any]:
+    """Source operator name -> (its unbounded source, its parallelism), and the
+    transformation of a streaming DataFrame source (or None). A job that mixes bounded
+    and unbounded sources, or a streaming DataFrame with other sources, is refused."""
     parallelism = {
         t.name: v.parallelism for v in graph.vertices.values() for t in v.transformations
     }
     found: dict[str, tuple[UnboundedSource, int]] = {}
+    streaming = []
     bounded = []
     for t in transformations:
         if not t.is_source:
             continue
         operator = t.make_operator()
-        if isinstance(operator, SourceOperator) and isinstance(operator.source, UnboundedSource):
-            found[t.name] = (operator.source, parallelism[t.name])
+        source = operator.source if isinstance(operator, SourceOperator) else None
+        if isinstance(source, UnboundedSource):
+            found[t.name] = (source, parallelism[t.name])
+        elif isinstance(source, StreamingDataFrameSource):
+            streaming.append(t)
         else:
             bounded.append(t.name)
-    if found and bounded:
+    if (found or streaming) and bounded:
+        unbounded = sorted([*found, *(t.name for t in streaming)])
         raise GraphError(
-            f"the job reads bounded source(s) {bounded} beside unbounded {sorted(found)}: "
+            f"the job reads bounded source(s) {bounded} beside unbounded {unbounded}: "
             f"mixing them is not supported yet"
         )
-    return found
+    if streaming and (found or len(streaming) > 1):
+        names = sorted([*found, *(t.name for t in streaming)])
+        raise GraphError(
+            f"a job with a streaming DataFrame source reads nothing else (its micro-batches "
+            f"are the epochs); this one reads {names}"
+        )
+    return found, (streaming[0] if streaming else None)

@@ -25,6 +25,7 @@ from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
+from flintlock.core.streaming_epochs import StreamingEpochs
 from flintlock.core.triggers import Trigger
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ class JobMaster:
             ):
                 return self._complete(latest, started, resumed=True)
         loop = EpochLoop(self, trigger or Trigger.processing_time(0.0), progress)
+        if loop.streaming is not None:
+            return StreamingEpochs(loop).run(latest, started, new_run)
         if loop.sources:
             return loop.run(latest, started, new_run)
         return self._run(latest, started)

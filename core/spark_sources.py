@@ -104,8 +104,8 @@ def with_source_partitions(transformation: Transformation, max_parallelism: int)
     """The transformation as a job runs it now: a DataFrame source with its frame as read
     and its subtask count, counted when the job starts (the frame's plan may depend on
     settings made after ``from_dataframe``)."""
-    if transformation.spark_source is None:
-        return transformation
+    if transformation.spark_source is None or transformation.spark_source.isStreaming:
+        return transformation  # a streaming frame is read per micro-batch
     asked = None if transformation.parallelism_from_partitions else transformation.parallelism
     frame, subtasks = source_frame(
         transformation.spark_source, asked, transformation.parallelism, max_parallelism

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import unbounded_jobs
 from pyspark import cloudpickle
-from unbounded_jobs import FAR, KEYS, build, committed_rows
+from unbounded_jobs import FAR, KEYS, build, committed_rows, wait_for_epochs
 
-from flintlock import FlintlockError
 from flintlock.cli import main
-from flintlock.core.job_client import JobClient
 from flintlock.core.triggers import Trigger
 from flintlock.testing import LifecycleRecorder
 
@@ -24,22 +21,6 @@ pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
 
 FINISH_CALLS = {"operator_finish", "function_finish", "operator_end_input"}
-
-
-def wait_for_epochs(client: JobClient, count: int, timeout: float = 180.0) -> None:
-    """Until the running job reports ``count`` epochs (its status file)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not client.is_running():
-            client.result()  # raises the job's error
-            raise AssertionError(f"the job ended before {count} epochs")
-        try:
-            if len(client.status()["epochs"]) >= count:
-                return
-        except FlintlockError:
-            pass  # no epoch completed yet
-        time.sleep(0.1)
-    raise AssertionError(f"the job did not run {count} epochs in {timeout} s")
 
 
 def one_pass(ids: list[int]) -> dict[int, int]:

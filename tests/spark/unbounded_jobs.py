@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flintlock import KeyedProcessFunction, ValueStateDescriptor, WatermarkStrategy
+from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor, WatermarkStrategy
 from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.job_client import JobClient
 from flintlock.sinks.files import FileSink
 
 KEYS = 5
@@ -59,6 +61,22 @@ def build(
     keyed = stream.key_by(lambda row: row["id"] % KEYS).process(RunningSumUntilTheEnd())
     keyed.sink_to(FileSink(f"{base}/out"), name="files")
     return env
+
+
+def wait_for_epochs(client: JobClient, count: int, timeout: float = 180.0) -> None:
+    """Until the running job reports ``count`` epochs (its status file)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not client.is_running():
+            client.result()  # raises the job's error
+            raise AssertionError(f"the job ended before {count} epochs")
+        try:
+            if len(client.status()["epochs"]) >= count:
+                return
+        except FlintlockError:
+            pass  # no epoch completed yet
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not run {count} epochs in {timeout} s")
 
 
 def committed_rows(base: str) -> list[dict[str, Any]]:
