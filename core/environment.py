@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from flintlock.core.datastream import DataStream, _check_parallelism, _is_int
 from flintlock.core.epoch_loop import Progress
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.job_checks import check_before_spark
 from flintlock.core.job_client import JobClient
 from flintlock.core.job_control import PROGRESS_ENV, progress_line
@@ -31,7 +32,6 @@ from flintlock.core.source import CollectionSource, Source, SourceOperator
 from flintlock.core.spark_session import active_or_local_session
 from flintlock.core.spark_sources import DataFrameSource
 from flintlock.core.streaming_source import StreamingDataFrameSource
-from flintlock.core.triggers import Trigger
 from flintlock.core.watermarks import WatermarkStrategy
 
 if TYPE_CHECKING:
@@ -241,7 +241,7 @@ class StreamExecutionEnvironment:
         state_backend: str | None = None,
         restore_from: str | None = None,
         allow_non_restored_state: bool = False,
-        trigger: Trigger | None = None,
+        trigger: EpochTrigger | None = None,
         progress: Progress | None = None,
     ) -> JobExecutionResult:
         """Run the program: a bounded job as one epoch (final checkpoint, commits); a job
@@ -311,7 +311,7 @@ class StreamExecutionEnvironment:
     def execute_async(
         self,
         job_name: str = "job",
-        trigger: Trigger | None = None,
+        trigger: EpochTrigger | None = None,
         **options: Any,
     ) -> JobClient:
         """Start ``execute`` in a driver thread; the JobClient takes savepoints, stops the

@@ -21,9 +21,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from flintlock.core.checkpoint_coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint_reader import load_checkpoint
 from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_control import ControlRequest, JobControl
@@ -33,7 +36,6 @@ from flintlock.core.snapshots import TaskRestore
 from flintlock.core.source import SourceEpoch, SourceOperator
 from flintlock.core.spark_sources import with_source_partitions
 from flintlock.core.streaming_source import StreamingDataFrameSource
-from flintlock.core.triggers import Trigger
 
 if TYPE_CHECKING:
     from flintlock.core.job_master import JobExecutionResult, JobMaster
@@ -46,7 +48,7 @@ class EpochLoop:
     """Runs one job run as epochs until its input ends, a stop, or its trigger says so."""
 
     def __init__(
-        self, master: JobMaster, trigger: Trigger, progress: Progress | None = None
+        self, master: JobMaster, trigger: EpochTrigger, progress: Progress | None = None
     ) -> None:
         self.master = master
         self.trigger = trigger
@@ -61,6 +63,8 @@ class EpochLoop:
         self.sources, self.streaming = unbounded_sources(master.transformations, self.graph)
         self.epochs: list[dict[str, Any]] = []
         self.records_out: dict[str, int] = {}
+        self.collected: dict[str, list[pa.Table]] = {}
+        """Each collect sink's committed rows, epoch by epoch, for the run's result."""
 
     # ---- the run ----
 
@@ -213,6 +217,10 @@ class EpochLoop:
         checkpoint = master.run_epoch(plan, final=plan.barrier.final, details=details)
         master.coordinator.commit(checkpoint, master.sinks)
         master.coordinator.retain(master.config.retained_checkpoints)
+        for name, sink in master.sinks.items():  # a collect sink holds this epoch's rows
+            table = getattr(sink, "result", None)
+            if table is not None:
+                self.collected.setdefault(name, []).append(table)
         self._record_epoch(plan, checkpoint, epoch_started)
         return checkpoint
 
@@ -295,9 +303,7 @@ class EpochLoop:
                 run_id, checkpoint.checkpoint_id, self.master.result_document(result)
             )
             self._write_status("FINISHED", run_id, checkpoint.checkpoint_id)
-            result.epochs = len(self.epochs)
-            result.status = "FINISHED"
-            return result
+            return self._finish_result(result, "FINISHED")
         return self._stopped(checkpoint, run_id, started, savepoint)
 
     def _stopped(
@@ -315,9 +321,17 @@ class EpochLoop:
             run_id, checkpoint_id, savepoint, master.result_document(result)
         )
         self._write_status("STOPPED", run_id, checkpoint_id, savepoint=savepoint)
-        result.epochs = len(self.epochs)
-        result.status = "STOPPED"
         result.savepoint_path = savepoint
+        return self._finish_result(result, "STOPPED")
+
+    def _finish_result(self, result: JobExecutionResult, status: str) -> JobExecutionResult:
+        """The run's figures: status, epochs, and every epoch's collected rows."""
+        result.status = status
+        result.epochs = len(self.epochs)
+        result.collected = {
+            name: pa.concat_tables(tables, promote_options="permissive")
+            for name, tables in self.collected.items()
+        }
         return result
 
 

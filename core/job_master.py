@@ -15,6 +15,7 @@ from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, Complet
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
 from flintlock.core.epoch_loop import EpochLoop, Progress
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_errors import RestoreError
@@ -26,7 +27,6 @@ from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
 from flintlock.core.streaming_epochs import StreamingEpochs
-from flintlock.core.triggers import Trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,7 +97,7 @@ class JobMaster:
     def execute(
         self,
         new_run: bool = False,
-        trigger: Trigger | None = None,
+        trigger: EpochTrigger | None = None,
         progress: Progress | None = None,
     ) -> JobExecutionResult:
         """Return a finished run's result, complete a pending commit, or run the job: one
@@ -115,7 +115,7 @@ class JobMaster:
                 and (record is None or record.run_id == latest.run_id)
             ):
                 return self._complete(latest, started, resumed=True)
-        loop = EpochLoop(self, trigger or Trigger.processing_time(0.0), progress)
+        loop = EpochLoop(self, trigger or EpochTrigger.processing_time(0.0), progress)
         if loop.streaming is not None:
             return StreamingEpochs(loop).run(latest, started, new_run)
         if loop.sources:

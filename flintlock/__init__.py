@@ -18,6 +18,8 @@ from flintlock.core.broadcast import (
 )
 from flintlock.core.datastream import DataStream
 from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.errors import (
     ChannelError,
     EmitAfterFinishError,
@@ -43,6 +45,7 @@ from flintlock.core.functions import (
     TimerService,
 )
 from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
+from flintlock.core.job_client import JobClient
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,
@@ -62,9 +65,16 @@ from flintlock.core.operator import (
 )
 from flintlock.core.plugin_manager import hookimpl
 from flintlock.core.processing_time import ManualClock
+from flintlock.core.sequence_source import SequenceSource
 from flintlock.core.side_outputs import OutputTag, SideOutputError
 from flintlock.core.sink_api import TwoPhaseCommitSink
-from flintlock.core.source import CollectionSource, Source, SourceOperator, SourceReader
+from flintlock.core.source import (
+    CollectionSource,
+    Source,
+    SourceEpoch,
+    SourceOperator,
+    SourceReader,
+)
 from flintlock.core.state import (
     AggregateFunction,
     AggregatingState,
@@ -82,6 +92,7 @@ from flintlock.core.state import (
     ValueStateDescriptor,
 )
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
+from flintlock.core.streaming_source import StreamingDataFrameSource
 from flintlock.core.task import StreamTask
 from flintlock.core.task_state import ExecutionState
 from flintlock.core.timers import TimeDomain
@@ -131,6 +142,8 @@ __all__ = [
     "CommittableError",
     "DataStream",
     "EmitAfterFinishError",
+    "EpochSplits",
+    "EpochTrigger",
     "EventTimeError",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
@@ -142,6 +155,7 @@ __all__ = [
     "Function",
     "GraphError",
     "HashMapStateBackend",
+    "JobClient",
     "JobExecutionResult",
     "JobIdentityError",
     "JoinContext",
@@ -175,11 +189,13 @@ __all__ = [
     "RuntimeContext",
     "SQLiteStateBackend",
     "SchemaMismatchError",
+    "SequenceSource",
     "SideOutputError",
     "SinkFunction",
     "SinkOutputError",
     "SlidingEventTimeWindows",
     "Source",
+    "SourceEpoch",
     "SourceOperator",
     "SourceReader",
     "SourceStreamTask",
@@ -189,6 +205,7 @@ __all__ = [
     "StreamExecutionEnvironment",
     "StreamOperator",
     "StreamTask",
+    "StreamingDataFrameSource",
     "TimeDomain",
     "TimeWindow",
     "TimerService",
@@ -199,6 +216,7 @@ __all__ = [
     "TwoInputStreamOperator",
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",
+    "UnboundedSource",
     "UpdateType",
     "ValueState",
     "ValueStateDescriptor",

@@ -40,6 +40,7 @@ def test_contributing_python_blocks_run() -> None:
     # the walk-throughs ran to their last line: their closing objects exist
     assert namespace["timer"].seconds.keys() == {"add_tax"}
     assert namespace["SNAPSHOTS"] == [1, 1]
+    assert namespace["read"] == list(range(3, 0, -1))  # the countdown source, one per epoch
 
 
 @pytest.mark.slow
@@ -63,6 +64,9 @@ def test_readme_python_blocks_run(spark: Any) -> None:
         windows[(click["user"], start)] = windows.get((click["user"], start), 0) + 1
     counted = {(r["user"], r["start"]): r["clicks"] for r in namespace["per_minute"].to_pylist()}
     assert counted == windows
+    # the unbounded job: multiples of 3 below 1000, each once, over four epochs
+    ids = sorted(namespace["multiples"].column("id").to_pylist())
+    assert ids == [i for i in range(1000) if i % 3 == 0]
 
 
 def test_example_plugin_readme_python_blocks_run() -> None:

@@ -69,7 +69,7 @@ if __name__ == "__main__":
     from job_scripts import start_session
     from pyspark import cloudpickle
 
-    from flintlock.core.triggers import Trigger
+    from flintlock.core.epoch_triggers import EpochTrigger
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
     base, kill_after = sys.argv[1], int(sys.argv[2])
@@ -79,6 +79,6 @@ if __name__ == "__main__":
             os.kill(os.getpid(), signal.SIGKILL)
 
     build(start_session("local[2]"), base).execute(
-        "stream", trigger=Trigger.available_now(), progress=progress
+        "stream", trigger=EpochTrigger.available_now(), progress=progress
     )
     print("RESULT not killed")

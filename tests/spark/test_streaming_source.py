@@ -16,8 +16,8 @@ from streaming_jobs import FILES, KEYS, ROWS_PER_FILE, build, committed_rows, wr
 from unbounded_jobs import wait_for_epochs
 
 from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.job_graph import GraphError
-from flintlock.core.triggers import Trigger
 from flintlock.sinks.files import FileSink
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_a_driver_killed_after_a_commit_replays_the_batch_without_duplicates(
     assert sorted(r["id"] for r in committed_rows(base)) == list(range(2 * ROWS_PER_FILE))
 
     # Spark replays micro-batch 1 (its commit log lacks it): flintlock only re-commits it
-    result = build(spark, base).execute("stream", trigger=Trigger.available_now())
+    result = build(spark, base).execute("stream", trigger=EpochTrigger.available_now())
     assert (result.status, result.epochs) == ("STOPPED", FILES - 2)
     rows = committed_rows(base)
     assert sorted(r["id"] for r in rows) == list(range(ALL))  # exactly once
@@ -48,7 +48,7 @@ def test_a_driver_killed_after_a_commit_replays_the_batch_without_duplicates(
         totals[row["k"]] = max(totals.get(row["k"], 0), row["total"])
     assert totals == {k: sum(i for i in range(ALL) if i % KEYS == k) for k in range(KEYS)}
 
-    again = build(spark, base).execute("stream", trigger=Trigger.available_now())
+    again = build(spark, base).execute("stream", trigger=EpochTrigger.available_now())
     assert (again.status, again.epochs) == ("STOPPED", 0)  # nothing new arrived
     assert len(committed_rows(base)) == ALL
 
@@ -66,7 +66,7 @@ def test_a_rate_source_stops_with_a_savepoint_and_resumes_where_it_stopped(
     spark: Any, tmp_path: Path
 ) -> None:
     base = str(tmp_path)
-    client = rate_job(spark, base).execute_async("rate", trigger=Trigger.processing_time(0.5))
+    client = rate_job(spark, base).execute_async("rate", trigger=EpochTrigger.processing_time(0.5))
     wait_for_epochs(client, 2)
     savepoint = client.stop()
     first = client.result()
@@ -74,7 +74,7 @@ def test_a_rate_source_stops_with_a_savepoint_and_resumes_where_it_stopped(
     values = sorted(r["value"] for r in committed_rows(base))
     assert values == list(range(len(values))) and values  # the rate source counts from 0
 
-    client = rate_job(spark, base).execute_async("rate", trigger=Trigger.processing_time(0.5))
+    client = rate_job(spark, base).execute_async("rate", trigger=EpochTrigger.processing_time(0.5))
     wait_for_epochs(client, first.epochs + 2)
     client.stop()
     client.result()

@@ -14,7 +14,7 @@ from pyspark import cloudpickle
 from unbounded_jobs import FAR, KEYS, build, committed_rows, wait_for_epochs
 
 from flintlock.cli import main
-from flintlock.core.triggers import Trigger
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.testing import LifecycleRecorder
 
 pytestmark = pytest.mark.slow
@@ -90,7 +90,9 @@ def test_stop_resume_and_drain_equal_one_pass(spark: Any, tmp_path: Path) -> Non
 
 def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
     base = str(tmp_path)
-    client = build(spark, base).execute_async("unbounded", trigger=Trigger.processing_time(0.0))
+    client = build(spark, base).execute_async(
+        "unbounded", trigger=EpochTrigger.processing_time(0.0)
+    )
     wait_for_epochs(client, 1)
     savepoint = client.savepoint()
     taken = int(savepoint.rsplit("chk-", 1)[1])
@@ -104,7 +106,9 @@ def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
 
 def test_available_now_reads_to_the_end_and_finishes(spark: Any, tmp_path: Path) -> None:
     base = str(tmp_path)
-    result = build(spark, base, end=1000).execute("bounded-seq", trigger=Trigger.available_now())
+    result = build(spark, base, end=1000).execute(
+        "bounded-seq", trigger=EpochTrigger.available_now()
+    )
     assert result.status == "FINISHED"
     assert result.epochs == 4  # 300, 300, 300, 100: the sequence ended in the fourth
     rows, timers = data_and_timer_rows(committed_rows(base))
@@ -115,7 +119,7 @@ def test_available_now_reads_to_the_end_and_finishes(spark: Any, tmp_path: Path)
 def test_once_runs_one_epoch_and_the_next_start_continues(spark: Any, tmp_path: Path) -> None:
     base = str(tmp_path)
     for epochs in (1, 2, 3):
-        result = build(spark, base).execute("once", trigger=Trigger.once())
+        result = build(spark, base).execute("once", trigger=EpochTrigger.once())
         assert (result.status, result.epochs) == ("STOPPED", 1)
         assert sorted(r["id"] for r in committed_rows(base)) == list(range(300 * epochs))
 

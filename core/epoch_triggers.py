@@ -11,7 +11,7 @@ TriggerKind = Literal["processing_time", "available_now", "once"]
 
 
 @dataclass(frozen=True)
-class Trigger:
+class EpochTrigger:
     """``processing_time(s)``: an epoch every ``s`` seconds until stopped;
     ``available_now()``: epochs until what is available now is read, then stop;
     ``once()``: one epoch, then stop. A stopped job continues from its last checkpoint
@@ -21,18 +21,18 @@ class Trigger:
     interval_seconds: float = 1.0
 
     @staticmethod
-    def processing_time(seconds: float) -> Trigger:
+    def processing_time(seconds: float) -> EpochTrigger:
         """An epoch every ``seconds`` (start to start; back to back if one runs longer)."""
         if not isinstance(seconds, int | float) or not seconds >= 0:
             raise GraphError(f"a processing-time trigger needs seconds >= 0, got {seconds!r}")
-        return Trigger("processing_time", float(seconds))
+        return EpochTrigger("processing_time", float(seconds))
 
     @staticmethod
-    def available_now() -> Trigger:
+    def available_now() -> EpochTrigger:
         """Epochs back to back until the sources have nothing more right now; then stop."""
-        return Trigger("available_now", 0.0)
+        return EpochTrigger("available_now", 0.0)
 
     @staticmethod
-    def once() -> Trigger:
+    def once() -> EpochTrigger:
         """One epoch over what is available, then stop."""
-        return Trigger("once", 0.0)
+        return EpochTrigger("once", 0.0)
