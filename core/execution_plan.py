@@ -30,6 +30,8 @@ class ExecutionPlan:
     job_id: str = ""
     restores: dict[tuple[int, int], TaskRestore] = field(default_factory=dict)
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
+    snapshot_root: str | None = None
+    """Where every task writes this epoch's snapshot (a savepoint's folder); None: the run's."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()

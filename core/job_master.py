@@ -21,6 +21,7 @@ from flintlock.core.job_folder import JobFolder, JobRecord
 from flintlock.core.job_graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
+from flintlock.core.savepoints import new_savepoint_root
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
@@ -48,6 +49,8 @@ class JobExecutionResult:
     run, or returned the stored result of a finished one (``already_finished``)."""
     already_finished: bool = False
     """True if the job had finished before: its stored result was returned, nothing ran."""
+    savepoint_path: str | None = None
+    """The savepoint's own folder, if the run's final snapshot was a savepoint."""
 
 
 @dataclass
@@ -63,6 +66,8 @@ class JobConfig:
     """Completed checkpoints kept; older ones are deleted once a newer one is committed."""
     restore: RestoreSource | None = None
     """The checked checkpoint a run that starts restores its state from (``restore_from``)."""
+    savepoint_dir: str | None = None
+    """If set, the run's final snapshot is a savepoint in a new folder under it."""
 
 
 class JobMaster:
@@ -115,6 +120,12 @@ class JobMaster:
             self._check_restore_storage(restore)
             checkpoint_id = max(checkpoint_id, restore.checkpoint_id + 1)
             restores = plan_restores(restore, graph)
+        savepoint_dir = self.config.savepoint_dir  # the folder the final snapshot goes to
+        root = (
+            new_savepoint_root(self.storage, savepoint_dir, checkpoint_id)
+            if savepoint_dir
+            else None
+        )
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)
@@ -124,7 +135,7 @@ class JobMaster:
             job_name=self.config.job_name,
             run_id=run_id,
             epoch=checkpoint_id,
-            barrier=CheckpointBarrier(checkpoint_id, final=True),
+            barrier=CheckpointBarrier(checkpoint_id, "savepoint" if root else "checkpoint", True),
             checkpoint_uri=self.config.checkpoint_uri,
             max_parallelism=self.config.max_parallelism,
             state_backend=self.config.state_backend,
@@ -132,6 +143,7 @@ class JobMaster:
             plugins=self.config.plugins,
             job_id=self.folder.job_id,
             restores=restores,
+            snapshot_root=root,
         )
         try:
             failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, run_id)
@@ -145,6 +157,7 @@ class JobMaster:
                 acknowledgements,
                 plan.expected_subtasks(),
                 self._checkpoint_details(graph),
+                snapshot_root=root,
             )
         except Exception as error:
             self._record_failed(run_id, error)
@@ -270,6 +283,7 @@ class JobMaster:
             vertex_seconds=seconds,
             collected=collected,
             resumed=resumed,
+            savepoint_path=checkpoint.savepoint,
         )
 
     def _result_document(self, result: JobExecutionResult) -> dict[str, Any]:
@@ -278,6 +292,7 @@ class JobMaster:
             "records_out": result.records_out,
             "vertex_seconds": result.vertex_seconds,
             "duration_seconds": result.duration_seconds,
+            "savepoint_path": result.savepoint_path,
             "collected": {
                 name: sink.result_path
                 for name, sink in self.sinks.items()
@@ -304,4 +319,5 @@ class JobMaster:
             collected=collected,
             resumed=True,
             already_finished=True,
+            savepoint_path=stored.get("savepoint_path"),
         )
