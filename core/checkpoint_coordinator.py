@@ -94,18 +94,8 @@ class CheckpointCoordinator:
         }
         label = "savepoint" if snapshot_root else "final checkpoint" if final else "checkpoint"
         savepoint_metadata = None
-        if snapshot_root is not None:  # state only: the job commits through chk-<N>
-            for ack in ordered:
-                if not lies_under(str(ack.get("manifest_path")), snapshot_root):
-                    raise CheckpointError(
-                        f"savepoint {checkpoint_id}: '{ack['task_name']}' subtask "
-                        f"{ack['subtask_index']} wrote its snapshot to {ack['manifest_path']}, "
-                        f"outside the savepoint's folder {snapshot_root}"
-                    )
-            savepoint_metadata = f"{snapshot_root}/{METADATA}"
-            acks = [{**ack, "committables": {}} for ack in ordered]
-            own = {**document, "acknowledgements": _relative_manifests(snapshot_root, acks)}
-            self._write_metadata(savepoint_metadata, own, label, checkpoint_id)
+        if snapshot_root is not None:
+            savepoint_metadata = self._write_savepoint(snapshot_root, document, ordered)
         path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
         document["acknowledgements"] = _relative_manifests(parent_folder(path), ordered)
         document["committables"] = committables
@@ -121,6 +111,27 @@ class CheckpointCoordinator:
                     error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
             raise
         return checkpoint
+
+    def _write_savepoint(
+        self, root: str, document: dict[str, Any], acknowledgements: list[dict[str, Any]]
+    ) -> str:
+        """Write the savepoint's own metadata in ``root``; returns its path.
+
+        Self-contained: every manifest lies under ``root`` and is recorded relative to it.
+        State only: committables are committed by the job through its ``chk-<N>``."""
+        checkpoint_id = document["checkpoint_id"]
+        for ack in acknowledgements:
+            if not lies_under(str(ack.get("manifest_path")), root):
+                raise CheckpointError(
+                    f"savepoint {checkpoint_id}: '{ack['task_name']}' subtask "
+                    f"{ack['subtask_index']} wrote its snapshot to {ack.get('manifest_path')}, "
+                    f"outside the savepoint's folder {root}"
+                )
+        acks = [{**ack, "committables": {}} for ack in acknowledgements]
+        path = f"{root}/{METADATA}"
+        own = {**document, "acknowledgements": _relative_manifests(root, acks)}
+        self._write_metadata(path, own, "savepoint", checkpoint_id)
+        return path
 
     def _write_metadata(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
         try:

@@ -283,3 +283,16 @@ def test_a_savepoint_directory_on_another_file_system_is_refused(tmp_path: Path)
         new_savepoint_root(storage, "mock:///savepoints", 1)
     relative = new_savepoint_root(storage, "savepoints", 7)  # a relative local path: made full
     assert relative.startswith(f"{Path.cwd()}/savepoints/savepoint-7-")
+
+
+def test_a_savepoint_whose_job_entry_cannot_be_written_is_not_left_behind(tmp_path: Path) -> None:
+    coordinator = job(tmp_path)
+    root = new_savepoint_root(coordinator.storage, str(tmp_path / "savepoints"), 1)
+    acks, _ = run_epoch(coordinator.storage, ROWS[:20], 1, 1, root)
+    entry = tmp_path / "chk" / "sums" / "checkpoints" / "chk-1" / "_metadata.json"
+    entry.mkdir(parents=True)  # a folder in the way: the job's entry cannot be renamed there
+    with pytest.raises(CheckpointError, match=f"the savepoint 1 cannot be written to {entry}"):
+        coordinator.complete(1, "run1", True, acks, {("sums", 0)}, None, root)
+    assert not (Path(root) / "_metadata.json").exists()  # no savepoint of a failed checkpoint
+    with pytest.raises(CheckpointError, match=r"neither a checkpoint .* nor a job's folder"):
+        load_checkpoint(root)
