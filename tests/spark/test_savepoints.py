@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pytest
 import restore_jobs
 from pyspark import cloudpickle
@@ -19,8 +21,10 @@ from restore_jobs import ROWS, N, build, final_totals, running_sums
 from flintlock import CheckpointError
 from flintlock.checkpoints import list_checkpoints, load_checkpoint, read_state
 from flintlock.cli import main
+from flintlock.core.job_errors import CommitError
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.sinks.collect import CollectSink
+from flintlock.sinks.files import FileSink
 
 cloudpickle.register_pickle_by_value(restore_jobs)
 
@@ -40,9 +44,11 @@ def totals(path: Path) -> dict[int, int]:
     return dict(zip(keys, values, strict=True))
 
 
-def savepoint_run(spark: Any, base: Path, new_run: bool = False) -> JobExecutionResult:
+def savepoint_run(
+    spark: Any, base: Path, new_run: bool = False, sink: FileSink | None = None
+) -> JobExecutionResult:
     """Job 'part-1' over the first half at parallelism 2, ending in a savepoint."""
-    env = build(spark, str(base), FIRST, 2, "input-1", CollectSink("out"))
+    env = build(spark, str(base), FIRST, 2, "input-1", sink or CollectSink("out"))
     config = JobConfig("part-1", f"{base}/chk", savepoint_dir=str(base / "savepoints"))
     return JobMaster(spark, env.transformations, config).execute(new_run=new_run)
 
@@ -181,3 +187,37 @@ def test_retention_over_several_runs_never_deletes_a_savepoint_folder(
         assert totals(Path(folder)) == final_totals(FIRST)  # each run started afresh
     stored = savepoint_run(spark, tmp_path)  # finished: its stored result, nothing runs
     assert stored.already_finished and stored.savepoint_path == folders[2]
+
+
+class CommitFailsOnce(FileSink):
+    """Moves one file, then fails, once (a marker file remembers that it failed)."""
+
+    def __init__(self, path: str, marker: str) -> None:
+        super().__init__(path, rows_per_file=100)
+        self.marker = marker
+
+    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
+        super().commit_file(filesystem, file)
+        if not Path(self.marker).exists():
+            Path(self.marker).write_text("failed once")
+            raise OSError("injected: the disk went away after one file")
+
+
+@pytest.mark.slow
+def test_the_restart_after_a_failed_commit_commits_the_savepoint_as_checkpoint_n(
+    spark: Any, tmp_path: Path
+) -> None:
+    def sink() -> FileSink:
+        return CommitFailsOnce(str(tmp_path / "out"), str(tmp_path / "marker"))
+
+    with pytest.raises(CommitError, match="failed to commit checkpoint 1"):
+        savepoint_run(spark, tmp_path, sink=sink())
+    [folder] = (tmp_path / "savepoints").iterdir()
+    assert totals(folder) == final_totals(FIRST)  # the savepoint is whole
+    result = savepoint_run(spark, tmp_path, sink=sink())
+    assert result.resumed and result.checkpoint_id == 1  # the pending commit, not a new run
+    assert result.savepoint_path == str(folder)
+    assert list((tmp_path / "savepoints").iterdir()) == [folder]  # no second savepoint
+    written = ds.dataset(str(tmp_path / "out"), format="parquet").to_table()
+    rows = zip(*(written.column(c).to_pylist() for c in ("k", "v", "total")), strict=True)
+    assert sorted(rows) == running_sums(FIRST)  # every row exactly once
