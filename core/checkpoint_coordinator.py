@@ -4,6 +4,7 @@ acknowledged it, writes its metadata atomically, then has the sinks commit."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow.fs as pafs
 from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
 from flintlock.core.job_folder import JobFolder
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
+from flintlock.core.snapshot_paths import lies_under, parent_folder, relative_path, resolve_path
 
 METADATA = "_metadata.json"
 COMMITTED = "_committed.json"
@@ -30,6 +32,8 @@ class CompletedCheckpoint:
     acknowledgements: list[dict[str, Any]]
     committables: dict[str, list[Any]] = field(default_factory=dict)
     committed: bool = False
+    savepoint: str | None = None
+    """The savepoint's own folder if checkpoint N is a savepoint (never deleted by retain)."""
     sources: dict[str, Any] = field(default_factory=dict)
     """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
 
@@ -51,11 +55,15 @@ class CheckpointCoordinator:
         acknowledgements: list[dict[str, Any]],
         expected: set[tuple[str, int]],
         details: dict[str, Any] | None = None,
+        snapshot_root: str | None = None,
     ) -> CompletedCheckpoint:
         """Check every expected subtask acknowledged once; write the metadata atomically.
 
         ``details`` (operators with their uids, max parallelism, what the run restored
-        from) go into the metadata as they are, for restores and offline readers."""
+        from) go into the metadata as they are, for restores and offline readers. With a
+        ``snapshot_root`` (the folder the tasks wrote a savepoint to) the savepoint's own
+        self-contained ``_metadata.json`` is written there first, then the job's
+        ``chk-<N>`` metadata naming it, last: the job's recovery sees it as checkpoint N."""
         seen: dict[tuple[str, int], dict[str, Any]] = {}
         for ack in acknowledgements:
             key = (ack["task_name"], ack["subtask_index"])
@@ -80,28 +88,66 @@ class CheckpointCoordinator:
             final,
             ordered,
             committables,
+            savepoint=snapshot_root,
             sources=dict((details or {}).get("sources") or {}),
         )
-        path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
         document = {
             "job_name": self.job_name,
             "job_id": self.folder.job_id,
             "checkpoint_id": checkpoint_id,
+            "kind": "savepoint" if snapshot_root else "checkpoint",
             "run_id": run_id,
             "final": final,
-            "acknowledgements": ordered,
-            "committables": committables,
             **(details or {}),
         }
+        label = "savepoint" if snapshot_root else "final checkpoint" if final else "checkpoint"
+        savepoint_metadata = None
+        if snapshot_root is not None:
+            savepoint_metadata = self._write_savepoint(snapshot_root, document, ordered)
+        path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
+        document["acknowledgements"] = _relative_manifests(parent_folder(path), ordered)
+        document["committables"] = committables
+        if snapshot_root is not None:
+            document["savepoint"] = snapshot_root
+        try:
+            self._write_metadata(path, document, label, checkpoint_id)
+        except CheckpointError as error:
+            if savepoint_metadata is not None:  # no savepoint of a checkpoint that failed
+                try:
+                    self.storage.filesystem.delete_file(savepoint_metadata)
+                except OSError as cleanup:
+                    error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
+            raise
+        return checkpoint
+
+    def _write_savepoint(
+        self, root: str, document: dict[str, Any], acknowledgements: list[dict[str, Any]]
+    ) -> str:
+        """Write the savepoint's own metadata in ``root``; returns its path.
+
+        Self-contained: every manifest lies under ``root`` and is recorded relative to it.
+        State only: committables are committed by the job through its ``chk-<N>``."""
+        checkpoint_id = document["checkpoint_id"]
+        for ack in acknowledgements:
+            if not lies_under(str(ack.get("manifest_path")), root):
+                raise CheckpointError(
+                    f"savepoint {checkpoint_id}: '{ack['task_name']}' subtask "
+                    f"{ack['subtask_index']} wrote its snapshot to {ack.get('manifest_path')}, "
+                    f"outside the savepoint's folder {root}"
+                )
+        acks = [{**ack, "committables": {}} for ack in acknowledgements]
+        path = f"{root}/{METADATA}"
+        own = {**document, "acknowledgements": _relative_manifests(root, acks)}
+        self._write_metadata(path, own, "savepoint", checkpoint_id)
+        return path
+
+    def _write_metadata(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
         try:
             self.storage.write_json_atomically(path, document)
         except OSError as error:
-            kind = "final checkpoint" if final else "checkpoint"
             raise CheckpointError(
-                f"job '{self.job_name}': the {kind} {checkpoint_id} cannot be written to "
-                f"{path}: {error}"
+                f"job '{self.job_name}': the {label} {id_} cannot be written to {path}: {error}"
             ) from error
-        return checkpoint
 
     def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
         """Commit each sink's committables of ``checkpoint``, then post_commit; idempotent."""
@@ -137,7 +183,8 @@ class CheckpointCoordinator:
 
         Called once the newest checkpoint is committed, so no pending commit needs an
         older one. The metadata goes first (the checkpoint is no longer completed), then
-        its subtasks' snapshot files, then its folder."""
+        its subtasks' snapshot files, then its folder. A savepoint's own folder is never
+        deleted: it belongs to the user, only its ``chk-<N>`` entry goes."""
         completed = []
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
@@ -148,8 +195,12 @@ class CheckpointCoordinator:
             folder = f"{self.directory}/chk-{checkpoint_id}"
             checkpoint = self._read(checkpoint_id, folder)
             self.storage.filesystem.delete_file(f"{folder}/{METADATA}")
-            self.storage.delete_dir(f"{self.folder.run_dir(checkpoint.run_id)}/chk-{checkpoint_id}")
-            self.storage.delete_dir(folder)
+            for leftover in (
+                f"{self.folder.run_dir(checkpoint.run_id)}/chk-{checkpoint_id}",
+                folder,
+            ):
+                if checkpoint.savepoint is None or not lies_under(checkpoint.savepoint, leftover):
+                    self.storage.delete_dir(leftover)
             deleted.append(checkpoint_id)
         return deleted
 
@@ -193,13 +244,19 @@ class CheckpointCoordinator:
                 raise ValueError(
                     f"checkpoint_id {document['checkpoint_id']} in folder chk-{checkpoint_id}"
                 )
+            acknowledgements = [
+                _with_manifest(ack, lambda path: resolve_path(folder, path))
+                for ack in document["acknowledgements"]
+            ]
+            savepoint = document.get("savepoint")
             checkpoint = CompletedCheckpoint(
                 checkpoint_id,
                 str(document["run_id"]),
                 bool(document["final"]),
-                list(document["acknowledgements"]),
+                acknowledgements,
                 dict(document["committables"]),
                 self.storage.exists(f"{folder}/{COMMITTED}"),
+                str(savepoint) if savepoint is not None else None,
                 dict(document.get("sources") or {}),
             )
         except (KeyError, TypeError, ValueError) as error:
@@ -207,3 +264,19 @@ class CheckpointCoordinator:
                 f"the checkpoint metadata {path} is damaged: {error!r}"
             ) from error
         return checkpoint
+
+
+def _relative_manifests(
+    folder: str, acknowledgements: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
+    return [
+        _with_manifest(ack, lambda path: relative_path(folder, path)) for ack in acknowledgements
+    ]
+
+
+def _with_manifest(ack: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """``ack`` with its manifest path (if it names one) passed through ``change``."""
+    if "manifest_path" not in ack:
+        return ack
+    return {**ack, "manifest_path": change(ack["manifest_path"])}

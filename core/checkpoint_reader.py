@@ -19,6 +19,7 @@ from flintlock.core.checkpoint_coordinator import CHECKPOINT_FOLDER, COMMITTED, 
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.job_errors import CheckpointError
 from flintlock.core.job_folder import IDENTITY
+from flintlock.core.snapshot_paths import parent_folder, resolve_path
 from flintlock.core.snapshots import TaskSnapshot
 
 KEYED_COLUMNS = ("key_group", "key", "value")
@@ -63,6 +64,10 @@ class Checkpoint:
     """Operator name -> uid (the name where the metadata records none)."""
     sources: dict[str, Any] = field(default_factory=dict)
     """Unbounded source uid -> its enumerator's JSON state: where the next epoch starts."""
+    kind: str = "checkpoint"
+    """``savepoint`` for a savepoint's own folder and for the job's entry of one."""
+    savepoint: str | None = None
+    """The savepoint's folder: ``path`` itself, or the one a job's ``chk-<N>`` names."""
 
     def operators(self) -> dict[str, OperatorInfo]:
         """Every operator any subtask snapshotted, by name."""
@@ -109,6 +114,8 @@ class CheckpointSummary:
     committed: bool = False
     run_id: str = ""
     subtasks: int = 0
+    savepoint: str | None = None
+    """The savepoint's own folder, if this checkpoint is one."""
 
 
 def storage_for(path: str) -> CheckpointStorage:
@@ -134,6 +141,8 @@ def load_checkpoint(path: str) -> Checkpoint:
         acknowledgements = list(document["acknowledgements"])
         run_id, final = str(document["run_id"]), bool(document["final"])
         described = dict(document.get("operators") or {})
+        kind = str(document.get("kind", "checkpoint"))
+        savepoint = _savepoint_folder(document, folder)
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(
             f"the checkpoint metadata {metadata} is damaged: {error!r}"
@@ -160,6 +169,8 @@ def load_checkpoint(path: str) -> Checkpoint:
         subtasks=subtasks,
         uids={name: str(entry.get("uid", name)) for name, entry in described.items()},
         sources=dict(document.get("sources") or {}),
+        kind=kind,
+        savepoint=savepoint,
     )
 
 
@@ -186,6 +197,8 @@ def list_checkpoints(path: str) -> list[CheckpointSummary]:
     base = storage.base_path
     if _is_dir(storage, f"{base}/checkpoints"):
         return list_job_checkpoints(storage, base)
+    if storage.exists(f"{base}/{METADATA}"):  # one checkpoint or savepoint folder
+        return [_summary(storage.read_json(f"{base}/{METADATA}"), base, storage, None)]
     if not _is_dir(storage, base):
         raise CheckpointError(f"there is no folder at {path}")
     selector = pafs.FileSelector(base)
@@ -212,25 +225,40 @@ def list_job_checkpoints(storage: CheckpointStorage, job_folder: str) -> list[Ch
         if not storage.exists(metadata):
             summaries.append(CheckpointSummary("?", checkpoint_id, folder, completed=False))
             continue
-        document = storage.read_json(metadata)
-        try:
-            summaries.append(
-                CheckpointSummary(
-                    job_name=str(document["job_name"]),
-                    checkpoint_id=checkpoint_id,
-                    path=folder,
-                    completed=True,
-                    final=bool(document["final"]),
-                    committed=storage.exists(f"{folder}/{COMMITTED}"),
-                    run_id=str(document["run_id"]),
-                    subtasks=len(document["acknowledgements"]),
-                )
-            )
-        except (KeyError, TypeError) as error:
-            raise CheckpointError(
-                f"the checkpoint metadata {metadata} is damaged: {error!r}"
-            ) from error
+        summaries.append(_summary(storage.read_json(metadata), folder, storage, checkpoint_id))
     return summaries
+
+
+def _summary(
+    document: Any, folder: str, storage: CheckpointStorage, checkpoint_id: int | None
+) -> CheckpointSummary:
+    """What ``list`` shows of the metadata ``document`` read in ``folder`` (of checkpoint
+    ``checkpoint_id``: its chk-<N> folder's; None: the one the metadata names)."""
+    try:
+        return CheckpointSummary(
+            job_name=str(document["job_name"]),
+            checkpoint_id=int(document["checkpoint_id"])
+            if checkpoint_id is None
+            else checkpoint_id,
+            path=folder,
+            completed=True,
+            final=bool(document["final"]),
+            committed=storage.exists(f"{folder}/{COMMITTED}"),
+            run_id=str(document["run_id"]),
+            subtasks=len(document["acknowledgements"]),
+            savepoint=_savepoint_folder(document, folder),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(
+            f"the checkpoint metadata {folder}/{METADATA} is damaged: {error!r}"
+        ) from error
+
+
+def _savepoint_folder(document: dict[str, Any], folder: str) -> str | None:
+    """A savepoint's folder: where its own metadata lies, or what a job's chk-<N> names."""
+    if "savepoint" in document:
+        return str(document["savepoint"])
+    return folder if document.get("kind") == "savepoint" else None
 
 
 def verify_state_files(checkpoint: Checkpoint, operators: set[str] | None = None) -> None:
@@ -362,6 +390,8 @@ def describe(checkpoint: Checkpoint) -> dict[str, Any]:
         "job_id": checkpoint.job_id,
         "checkpoint_id": checkpoint.checkpoint_id,
         "run_id": checkpoint.run_id,
+        "kind": checkpoint.kind,
+        "savepoint": checkpoint.savepoint,
         "final": checkpoint.final,
         "committed": checkpoint.committed,
         "max_parallelism": checkpoint.max_parallelism,
@@ -382,14 +412,17 @@ def _read_manifest(
     storage: CheckpointStorage, ack: dict[str, Any], checkpoint_id: int, metadata: str
 ) -> TaskSnapshot:
     try:
-        path, task, subtask = ack["manifest_path"], ack["task_name"], ack["subtask_index"]
+        recorded, task, subtask = ack["manifest_path"], ack["task_name"], ack["subtask_index"]
+        path = resolve_path(parent_folder(metadata), recorded)
     except (KeyError, TypeError) as error:
         raise CheckpointError(
             f"the checkpoint metadata {metadata} is damaged: an acknowledgement lacks {error!r}"
         ) from error
+    except ValueError as error:
+        raise CheckpointError(f"the checkpoint metadata {metadata} is damaged: {error}") from error
     document = storage.read_json(path)
     try:
-        snapshot = TaskSnapshot.from_json(document)
+        snapshot = TaskSnapshot.from_json(document, parent_folder(path))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise CheckpointError(f"the snapshot manifest {path} is damaged: {error!r}") from error
     found = (snapshot.checkpoint_id, snapshot.task_name, snapshot.subtask_index)

@@ -49,12 +49,17 @@ class CheckpointStorage:
         """The folder of one run of a job: its subtasks' snapshots and scratch files."""
         return f"{self.job_dir(job_name)}/{run_id}"
 
-    def task_snapshot_dir(self, task: TaskInfo, checkpoint_id: int) -> str:
-        """A directory unique to one attempt of one subtask's snapshot of a checkpoint."""
-        return (
-            f"{self.run_dir(task.job_name, task.run_id)}/chk-{checkpoint_id}/"
-            f"{safe_name(task.task_name)}/{task.subtask_index}-{task.attempt_id}"
+    def task_snapshot_dir(self, task: TaskInfo, checkpoint_id: int, root: str | None = None) -> str:
+        """A directory unique to one attempt of one subtask's snapshot of a checkpoint.
+
+        Under the run's folder, or under ``root`` when given (a savepoint's own folder,
+        which then holds every file of the savepoint)."""
+        where = (
+            root.rstrip("/")
+            if root
+            else f"{self.run_dir(task.job_name, task.run_id)}/chk-{checkpoint_id}"
         )
+        return f"{where}/{safe_name(task.task_name)}/{task.subtask_index}-{task.attempt_id}"
 
     def write_table(self, path: str, table: pa.Table) -> int:
         """Write ``table`` as one Arrow IPC file; returns its size in bytes."""

@@ -32,6 +32,7 @@ from flintlock.core.execution_plan import ExecutionPlan
 from flintlock.core.job_control import ControlRequest, JobControl
 from flintlock.core.job_graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores, prepare_restore
+from flintlock.core.savepoints import new_savepoint_root
 from flintlock.core.snapshots import TaskRestore
 from flintlock.core.source import SourceEpoch, SourceOperator
 from flintlock.core.spark_sources import with_source_partitions
@@ -96,7 +97,8 @@ class EpochLoop:
                 barrier = CheckpointBarrier(
                     checkpoint_id, "savepoint" if request else "checkpoint", final=ends
                 )
-                plan = self._plan(run_id, barrier, restores, aborted, planned, ends)
+                root = self.savepoint_root(checkpoint_id) if request is not None else None
+                plan = self._plan(run_id, barrier, restores, aborted, planned, ends, root)
                 try:
                     checkpoint = self._run_epoch(plan, planned, epoch_started)
                 except Exception as error:
@@ -107,7 +109,7 @@ class EpochLoop:
                     checkpoint_id += 1
                     continue
                 states = {uid: p.state for uid, p in planned.items()}
-                savepoint = self._savepoint_path(checkpoint) if request else None
+                savepoint = checkpoint.savepoint
                 if request is not None:
                     self.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
                 if ends or (request is not None and request.action == "stop"):
@@ -182,8 +184,9 @@ class EpochLoop:
         aborted: list[int],
         planned: dict[str, EpochSplits],
         ends: bool,
+        snapshot_root: str | None = None,
     ) -> ExecutionPlan:
-        """The execution plan of one epoch."""
+        """The execution plan of one epoch (a savepoint's tasks write to ``snapshot_root``)."""
         master = self.master
         if aborted:
             restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
@@ -205,6 +208,7 @@ class EpochLoop:
             job_id=master.folder.job_id,
             restores=restores,
             source_epochs=source_epochs,
+            snapshot_root=snapshot_root,
         )
 
     def _run_epoch(
@@ -275,9 +279,12 @@ class EpochLoop:
         names = {name: name for name in stored.operators()}
         return plan_restores(RestoreSource(stored, names, []), self.graph)
 
-    def _savepoint_path(self, checkpoint: CompletedCheckpoint) -> str:
-        """Where the savepoint taken with ``checkpoint`` is."""
-        return f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+    def savepoint_root(self, checkpoint_id: int) -> str:
+        """A new self-contained folder for the savepoint taken as ``checkpoint_id``: under
+        the job's ``savepoint_dir``, by default ``<job folder>/savepoints``."""
+        master = self.master
+        directory = master.config.savepoint_dir or f"{master.folder.path}/savepoints"
+        return new_savepoint_root(master.storage, directory, checkpoint_id)
 
     def _wait_for_next_epoch(self, epoch_started: float, at_least: float = 0.0) -> float:
         """Sleep until the trigger's next epoch (a request starts it at once)."""

@@ -33,6 +33,8 @@ class ExecutionPlan:
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
     source_epochs: dict[str, list[SourceEpoch]] = field(default_factory=dict)
     """Unbounded source operator name -> per subtask, its splits of this epoch."""
+    snapshot_root: str | None = None
+    """Where every task writes this epoch's snapshot (a savepoint's folder); None: the run's."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()

@@ -23,6 +23,7 @@ from flintlock.core.job_folder import JobFolder, JobRecord
 from flintlock.core.job_graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
+from flintlock.core.savepoints import new_savepoint_root
 from flintlock.core.sink_api import TwoPhaseCommitSink
 from flintlock.core.spark_sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark_stage import StageFunction, acknowledgement_stage
@@ -57,6 +58,7 @@ class JobExecutionResult:
     epochs: int = 1
     """Epochs this run ran (an unbounded job runs one per trigger)."""
     savepoint_path: str | None = None
+    """The savepoint's own folder, if the run's last snapshot was a savepoint."""
 
 
 @dataclass
@@ -72,6 +74,8 @@ class JobConfig:
     """Completed checkpoints kept; older ones are deleted once a newer one is committed."""
     restore: RestoreSource | None = None
     """The checked checkpoint a run that starts restores its state from (``restore_from``)."""
+    savepoint_dir: str | None = None
+    """If set, the run's final snapshot is a savepoint in a new folder under it."""
 
 
 class JobMaster:
@@ -139,6 +143,12 @@ class JobMaster:
             self.check_restore_storage(restore)
             checkpoint_id = max(checkpoint_id, restore.checkpoint_id + 1)
             restores = plan_restores(restore, graph)
+        savepoint_dir = self.config.savepoint_dir  # the folder the final snapshot goes to
+        root = (
+            new_savepoint_root(self.storage, savepoint_dir, checkpoint_id)
+            if savepoint_dir
+            else None
+        )
         for sink in self.sinks.values():  # refuse before anything is recorded or written
             sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
         self.folder.record_running(run_id)
@@ -148,7 +158,7 @@ class JobMaster:
             job_name=self.config.job_name,
             run_id=run_id,
             epoch=checkpoint_id,
-            barrier=CheckpointBarrier(checkpoint_id, final=True),
+            barrier=CheckpointBarrier(checkpoint_id, "savepoint" if root else "checkpoint", True),
             checkpoint_uri=self.config.checkpoint_uri,
             max_parallelism=self.config.max_parallelism,
             state_backend=self.config.state_backend,
@@ -156,6 +166,7 @@ class JobMaster:
             plugins=self.config.plugins,
             job_id=self.folder.job_id,
             restores=restores,
+            snapshot_root=root,
         )
         try:
             checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
@@ -179,6 +190,7 @@ class JobMaster:
             acknowledgements,
             plan.expected_subtasks(),
             details,
+            snapshot_root=plan.snapshot_root,
         )
 
     def _complete(
@@ -313,6 +325,7 @@ class JobMaster:
             vertex_seconds=seconds,
             collected=collected,
             resumed=resumed,
+            savepoint_path=checkpoint.savepoint if checkpoint is not None else None,
         )
 
     def result_document(self, result: JobExecutionResult) -> dict[str, Any]:
@@ -321,6 +334,7 @@ class JobMaster:
             "records_out": result.records_out,
             "vertex_seconds": result.vertex_seconds,
             "duration_seconds": result.duration_seconds,
+            "savepoint_path": result.savepoint_path,
             "collected": {
                 name: sink.result_path
                 for name, sink in self.sinks.items()
@@ -347,4 +361,5 @@ class JobMaster:
             collected=collected,
             resumed=True,
             already_finished=True,
+            savepoint_path=stored.get("savepoint_path"),
         )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from flintlock.core.events import SnapshotKind
 from flintlock.core.key_groups import key_group_range
+from flintlock.core.snapshot_paths import relative_path, resolve_path
 
 MANIFEST = "_task.json"
 
@@ -30,9 +32,18 @@ class OperatorSnapshot:
     operator_state: list[StateFile] = field(default_factory=list)
     timers: str | None = None
 
+    def with_paths(self, change: Callable[[str], str]) -> OperatorSnapshot:
+        """The same snapshot with every file path passed through ``change``."""
+        return replace(
+            self,
+            keyed=[replace(f, path=change(f.path)) for f in self.keyed],
+            operator_state=[replace(f, path=change(f.path)) for f in self.operator_state],
+            timers=change(self.timers) if self.timers is not None else None,
+        )
+
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> OperatorSnapshot:
-        """Inverse of ``dataclasses.asdict``."""
+        """Inverse of ``dataclasses.asdict`` (paths as they are recorded)."""
         return cls(
             operator=document["operator"],
             keyed=[StateFile(**s) for s in document["keyed"]],
@@ -70,16 +81,35 @@ class TaskSnapshot:
         return self.operators.get(name)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the manifest file's content)."""
+        """A JSON-ready dict (the manifest file's content, written in ``directory``).
+
+        Paths under ``directory`` are recorded relative to it (``directory`` itself as
+        ``.``), so the folder can move; the snapshot in memory keeps full paths."""
+
+        def relative(path: str) -> str:
+            return relative_path(self.directory, path)
+
         document = asdict(self)
-        document["operators"] = {k: asdict(v) for k, v in self.operators.items()}
+        document["directory"] = relative(self.directory)
+        document["operators"] = {
+            k: asdict(v.with_paths(relative)) for k, v in self.operators.items()
+        }
         return document
 
     @classmethod
-    def from_json(cls, document: dict[str, Any]) -> TaskSnapshot:
-        """Inverse of ``to_json``."""
-        operators = {k: OperatorSnapshot.from_json(v) for k, v in document["operators"].items()}
-        return cls(**{**document, "operators": operators})
+    def from_json(cls, document: dict[str, Any], folder: str) -> TaskSnapshot:
+        """Inverse of ``to_json`` for a manifest read in ``folder``: every relative path
+        resolved under where the manifest really is, full (older) paths as they are."""
+
+        def resolve(path: str) -> str:
+            return resolve_path(folder, path)
+
+        operators = {
+            k: OperatorSnapshot.from_json(v).with_paths(resolve)
+            for k, v in document["operators"].items()
+        }
+        directory = resolve(document["directory"])
+        return cls(**{**document, "directory": directory, "operators": operators})
 
 
 @dataclass(frozen=True)

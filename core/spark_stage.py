@@ -104,6 +104,7 @@ class StageFunction:
             restore=plan.restores.get((vertex.id, subtask)),
             state_backend=plan.state_backend,
             epoch_barrier=plan.barrier,
+            snapshot_root=plan.snapshot_root,
         )
         task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
         return task_type(environment, registry), writer, reader

@@ -130,7 +130,8 @@ class StreamingEpochs:
         planned = {self.uid: EpochSplits([[] for _ in range(parallelism)], state)}
         kind = "savepoint" if request is not None else "checkpoint"
         barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
-        plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain)
+        root = loop.savepoint_root(checkpoint_id) if request is not None else None
+        plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain, root)
         try:
             checkpoint = loop._run_epoch(plan, planned, epoch_started)
         except Exception as error:
@@ -140,7 +141,7 @@ class StreamingEpochs:
             raise
         self.checkpoint, self.restores = checkpoint, loop._restores_after(checkpoint)
         if request is not None:
-            savepoint = loop._savepoint_path(checkpoint)
+            savepoint = checkpoint.savepoint
             loop.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
             if request.action == "stop":
                 self.ending = (checkpoint, savepoint)

@@ -141,7 +141,7 @@ class StreamTask:
         barrier = self.barrier or self.await_barrier()
         self.barrier = barrier
         env, info = self.environment, self.info
-        directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id)
+        directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id, env.snapshot_root)
         operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
         snapshot = TaskSnapshot(
             checkpoint_id=barrier.checkpoint_id,

@@ -36,3 +36,5 @@ class TaskEnvironment:
     """The processing-time clock of state TTL (epoch ms); None: the wall clock."""
     clock: Clock = system_clock
     """Processing time in ms: the wall clock, or a harness's ManualClock."""
+    snapshot_root: str | None = None
+    """Where the epoch's snapshot goes instead of the run's folder (a savepoint's folder)."""

@@ -90,7 +90,8 @@ class TaskHarness:
     ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
     snapshot with a new harness: ``restore_from=snapshot``. Processing time is a
     ManualClock starting at 0 (``set_processing_time``), unless ``clock`` is given;
-    ``ttl_clock`` (e.g. a ``ManualClock``) is the processing time state TTL reads.
+    ``ttl_clock`` (e.g. a ``ManualClock``) is the processing time state TTL reads;
+    ``snapshot_root`` (a folder on ``storage``) is where snapshots go, as a savepoint's.
     """
 
     task_type = "one-input"
@@ -113,6 +114,7 @@ class TaskHarness:
         use_entry_points: bool = True,
         ttl_clock: Callable[[], int] | None = None,
         clock: Clock | None = None,
+        snapshot_root: str | None = None,
     ) -> None:
         if not operators:
             raise ValueError("a harness needs at least one operator")
@@ -146,6 +148,7 @@ class TaskHarness:
             epoch_barrier=self._epoch_barrier(),
             ttl_clock=ttl_clock,
             clock=self.clock,
+            snapshot_root=snapshot_root,
         )
         task_class: type[StreamTask] = registry.get("task type", self.task_type)
         self.task = task_class(self.environment, registry)

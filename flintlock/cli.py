@@ -121,10 +121,12 @@ def checkpoints_command(args: argparse.Namespace) -> int:
                 if not c.completed:
                     print(f"chk-{c.checkpoint_id}  incomplete  {c.path}")
                     continue
-                flags = ("final" if c.final else "-", "committed" if c.committed else "pending")
+                commits = "committed" if c.committed else "pending"
+                flags = ("final" if c.final else "-", "-" if c.savepoint == c.path else commits)
+                savepoint = f"  savepoint {c.savepoint}" if c.savepoint else ""
                 print(
                     f"chk-{c.checkpoint_id}  {c.job_name}  run {c.run_id}  {flags[0]}  "
-                    f"{flags[1]}  {c.subtasks} subtasks  {c.path}"
+                    f"{flags[1]}  {c.subtasks} subtasks  {c.path}{savepoint}"
                 )
         elif args.action == "show":
             print(json.dumps(reader.describe(reader.load_checkpoint(args.dir)), indent=1))
@@ -172,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         "job's folder (list: all its checkpoints; show and read: its latest).",
     )
     actions = checkpoints.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="every checkpoint of a job folder").add_argument("dir")
+    actions.add_parser(
+        "list", help="every checkpoint of a job folder (or a checkpoint's or savepoint's own)"
+    ).add_argument("dir")
     actions.add_parser("show", help="a checkpoint's operators and states, as JSON").add_argument(
         "dir"
     )

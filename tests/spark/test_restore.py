@@ -178,15 +178,23 @@ def corrupt_copy(first_half: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def manifests(job_folder: Path) -> list[dict[str, Any]]:
+def manifests(job_folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """chk-1's manifests as plain JSON, each with the folder it lies in."""
     metadata = json.loads((job_folder / "checkpoints" / "chk-1" / "_metadata.json").read_text())
-    return [json.loads(Path(a["manifest_path"]).read_text()) for a in metadata["acknowledgements"]]
+    found = []
+    for ack in metadata["acknowledgements"]:
+        path = Path(ack["manifest_path"])  # a full path: it lies under the run's folder
+        assert path.is_absolute(), path
+        found.append((path.parent, json.loads(path.read_text())))
+    return found
 
 
 def sums_file(first_half: Path, subtask: int) -> Path:
-    for manifest in manifests(first_half):
+    for folder, manifest in manifests(first_half):
         if manifest["task_name"] == "sums -> out" and manifest["subtask_index"] == subtask:
-            return Path(manifest["operators"]["sums"]["keyed"][0]["path"])
+            recorded = manifest["operators"]["sums"]["keyed"][0]["path"]
+            assert recorded == "./sums/keyed-total.arrow"  # relative to the manifest's folder
+            return folder / recorded[2:]
     raise AssertionError("no state file of 'sums'")
 
 
