@@ -102,10 +102,12 @@ class EpochLoop:
                 try:
                     checkpoint = self._run_epoch(plan, planned, epoch_started)
                 except Exception as error:
-                    if request is None or request.action != "savepoint":
+                    if request is None:
                         raise
+                    # a failed savepoint fails the request (a stop too), not the job: it
+                    # goes on from its last checkpoint; tasks hear of the aborted one
                     self.control.answer(request, error=f"{type(error).__name__}: {error}")
-                    aborted.append(checkpoint_id)  # the job keeps running from its last one
+                    aborted.append(checkpoint_id)
                     checkpoint_id += 1
                     continue
                 states = {uid: p.state for uid, p in planned.items()}

@@ -15,6 +15,7 @@ from unbounded_jobs import FAR, KEYS, build, committed_rows, wait_for_epochs
 
 from flintlock.cli import main
 from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.job_errors import JobControlError
 from flintlock.testing import LifecycleRecorder
 
 pytestmark = pytest.mark.slow
@@ -95,11 +96,12 @@ def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
     )
     wait_for_epochs(client, 1)
     savepoint = client.savepoint()
-    taken = int(savepoint.rsplit("chk-", 1)[1])
+    taken = int(Path(savepoint).name.split("-")[1])  # savepoint-<N>-<hex>
     wait_for_epochs(client, taken + 1)  # epochs go on after it
     client.stop()
     result = client.result()
     assert result.epochs > taken
+    assert Path(savepoint, "_metadata.json").is_file()  # retention keeps savepoint folders
     ids = sorted(r["id"] for r in committed_rows(base))
     assert ids == list(range(300 * result.epochs))
 
@@ -166,3 +168,26 @@ def test_the_cli_shows_status_takes_a_savepoint_and_stops_with_drain(
     assert main(["stop", "no-such-job", "--checkpoint-dir", f"{base}/chk", "--timeout", "0.2"]) == 1
     assert "there is no job 'no-such-job'" in capsys.readouterr().err
     assert not (tmp_path / "chk" / "no-such-job").exists()
+
+
+def test_a_failed_savepoint_fails_the_request_and_the_job_goes_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    base = str(tmp_path)
+    client = build(spark, base).execute_async("unbounded")
+    wait_for_epochs(client, 1)
+    blocker = tmp_path / "chk" / "unbounded" / "savepoints"
+    blocker.write_text("a file where the savepoints folder goes: every savepoint fails")
+    with pytest.raises(JobControlError, match="the savepoint failed"):
+        client.savepoint()
+    with pytest.raises(JobControlError, match="the stop failed"):
+        client.stop()
+    assert client.is_running()  # the job went on from its last checkpoint
+    done = len(client.status()["epochs"])
+    wait_for_epochs(client, done + 1)
+    blocker.unlink()
+    savepoint = client.stop()
+    result = client.result()
+    assert result.status == "STOPPED" and Path(savepoint, "_metadata.json").is_file()
+    ids = sorted(r["id"] for r in committed_rows(base))
+    assert ids == list(range(300 * result.epochs))  # the failed epochs left nothing behind
