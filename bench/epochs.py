@@ -7,13 +7,19 @@
    both are measured interleaved in the same session. An epoch's cycle is the time from
    one progress callback's return to the next callback (everything the driver does per
    epoch); the split of it comes from timers around the driver's steps (core unchanged).
-2. Latency: ``rows_per_second`` rows through map_batch into a FileSink at a 1 s
+   The map tags each row with its Python worker's pid: are workers reused per epoch?
+2. Worker reuse: the baseline against the same job whose first stage leaves its input
+   unread, as a source subtask does (PySpark then does not reuse the worker).
+3. Latency: ``rows_per_second`` rows through map_batch into a FileSink at a 1 s
    processing-time trigger; a thread polls the output folder for committed part files,
    and each row's latency is the time its file appeared minus its ``event_time``.
 
-Both check their output (every id exactly once, in order of checkpoints) and exit 1 if not.
+1 and 3 check their output (every id exactly once, checkpoints in event-time order) and
+exit 1 if not. ``--what-if-drain`` runs them as if source subtasks read their input to
+the end (a stage-function subclass of this script; flintlock itself unchanged).
 
     python bench/epochs.py [--epochs 40] [--rows-per-epoch 4] [--rate 100] [--seconds 8]
+        [--skip overhead|reuse|latency] [--what-if-drain]
 """
 
 from __future__ import annotations
@@ -249,7 +255,10 @@ def overhead(spark: Any, scratch: str, epochs: int, rows: int, warmup: int) -> d
     return {
         "steady": steady,
         "epochs": rows_seen,
-        "per_task": per_task_costs(split.last_plan),
+        "per_task": {
+            **per_task_costs(split.last_plan),
+            "entry_points": worker_entry_point_scan(spark),
+        },
         "fresh": fresh_workers(out),
     }
 
@@ -290,6 +299,28 @@ def per_task_costs(plan: Any, rounds: int = 20) -> dict[str, float]:
         timings["plugins"].append(time.perf_counter() - started)
     costs = {k: statistics.median(v) * 1000 for k, v in timings.items()}
     return {**costs, "closure_kb": len(pickled) / 1024}
+
+
+def _time_entry_point_scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """In a Python worker: what ``installed_plugins()`` costs a worker that has not run it."""
+    from flintlock.core.plugin_manager import installed_plugins
+
+    for _ in batches:
+        pass
+    installed_plugins.cache_clear()  # recomputed by the next task of this worker anyway
+    started = time.perf_counter()
+    installed_plugins()
+    yield pa.RecordBatch.from_pydict({"seconds": [time.perf_counter() - started]})
+
+
+def worker_entry_point_scan(spark: Any, runs: int = 3) -> float:
+    """Median ms of the entry-point scan inside Spark's Python workers (their sys.path
+    holds pyspark's and py4j's zip files, which importlib.metadata reads)."""
+    seconds: list[float] = []
+    for _ in range(runs):
+        frame = spark.range(0, 2, 1, 2).mapInArrow(_time_entry_point_scan, "seconds double")
+        seconds.extend(frame.toArrow().column(0).to_pylist())
+    return statistics.median(seconds) * 1000
 
 
 def check_exactly_once(out: str, total: int) -> pa.Table:
@@ -357,6 +388,10 @@ def print_overhead(found: dict[str, Any]) -> None:
         f"  per Spark task, before invoke (timed in plain Python): stage function "
         f"{costs['closure_kb']:.0f} KB pickled, unpickling {costs['unpickle']:.1f} ms, "
         f"plugin manager and registry {costs['plugins']:.1f} ms"
+    )
+    print(
+        f"  per new Python worker: flintlock's entry-point scan (installed_plugins) "
+        f"{costs['entry_points']:.1f} ms, inside the worker"
     )
     print(
         f"  Spark job minus baseline job: {(spark_job - b50) * 1000:+.1f} ms; "
