@@ -15,11 +15,10 @@
    and each row's latency is the time its file appeared minus its ``event_time``.
 
 1 and 3 check their output (every id exactly once, checkpoints in event-time order) and
-exit 1 if not. ``--what-if-drain`` runs them as if source subtasks read their input to
-the end (a stage-function subclass of this script; flintlock itself unchanged).
+exit 1 if not.
 
     python bench/epochs.py [--epochs 40] [--rows-per-epoch 4] [--rate 100] [--seconds 8]
-        [--skip overhead|reuse|latency] [--what-if-drain]
+        [--skip overhead|reuse|latency]
 """
 
 from __future__ import annotations
@@ -42,16 +41,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 
-from flintlock.core import job_master
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
 from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.epoch_loop import EpochLoop
+from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.job_control import JobControl
 from flintlock.core.job_master import JobMaster
 from flintlock.core.plugin_manager import build_plugin_manager
 from flintlock.core.registry import build_registry
 from flintlock.core.spark_stage import StageFunction
-from flintlock.core.triggers import Trigger
 from flintlock.sinks.files import FileSink
 
 ROUTED = pa.schema([("id", pa.int64()), ("route", pa.int32())])
@@ -173,25 +171,6 @@ class DriverSplit:
                 delattr(owner, name)
 
 
-# ---- what-if: source subtasks that read their partition's input to the end ----
-
-
-class DrainingStageFunction(StageFunction):
-    """The stage function, then the rest of the partition's input read (what-if only)."""
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from super().__call__(batches)
-        for _ in batches:  # PySpark reuses a worker only if its input was read to the end
-            pass
-
-
-def use_draining_stage_function() -> None:
-    """Have the job master build its stages with DrainingStageFunction (this process)."""
-    if getattr(job_master, "StageFunction", None) is not StageFunction:
-        raise BenchFailure("core/job_master.py no longer builds stages with StageFunction")
-    job_master.StageFunction = DrainingStageFunction  # type: ignore[misc]
-
-
 # ---- 1. epoch overhead ----
 
 
@@ -241,7 +220,7 @@ def overhead(spark: Any, scratch: str, epochs: int, rows: int, warmup: int) -> d
         marks["returned"] = time.perf_counter()
 
     try:
-        result = env.execute("epochs", trigger=Trigger.processing_time(0.0), progress=progress)
+        result = env.execute("epochs", trigger=EpochTrigger.processing_time(0.0), progress=progress)
     finally:
         split.remove()
     if result.status != "FINISHED" or result.epochs != epochs:
@@ -466,7 +445,7 @@ def latency(spark: Any, scratch: str, rate: float, seconds: float) -> dict[str, 
     epochs: list[dict[str, Any]] = []
     with OutputWatcher(out) as watcher:
         client = env.execute_async(
-            "latency", trigger=Trigger.processing_time(1.0), progress=epochs.append
+            "latency", trigger=EpochTrigger.processing_time(1.0), progress=epochs.append
         )
         time.sleep(seconds)
         client.stop()
@@ -565,18 +544,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--skip", choices=["overhead", "latency", "reuse"], action="append")
     parser.add_argument("--reuse-runs", type=int, default=10)
-    parser.add_argument(
-        "--what-if-drain",
-        action="store_true",
-        help="what-if, not flintlock as it is: source subtasks read their partition's "
-        "input to the end, so that PySpark reuses their Python workers",
-    )
     args = parser.parse_args()
     spark = start_spark()
     scratch = tempfile.mkdtemp(prefix="flintlock-epochs-")
-    if args.what_if_drain:
-        use_draining_stage_function()
-        print("WHAT-IF run: source subtasks read their input to the end (not flintlock as it is)")
     print(f"load average at start: {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     try:
         skip = args.skip or []
