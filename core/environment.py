@@ -143,14 +143,24 @@ class StreamExecutionEnvironment:
         if parallelism is not None:
             _check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
         stream = self.from_source(DataFrameSource(), watermark_strategy, name=name)
+        self._read_frame(stream, frame, parallelism, watermark_strategy)
+        stream.transformation.parallelism_from_partitions = parallelism is None
+        return stream
+
+    def _read_frame(
+        self,
+        stream: DataStream,
+        frame: DataFrame,
+        parallelism: int | None,
+        watermark_strategy: WatermarkStrategy | None,
+    ) -> None:
+        """A source stream reads ``frame``: its Spark input, parallelism and schema."""
         transformation = stream.transformation
         transformation.spark_source = frame
         transformation.parallelism = parallelism or self.parallelism
-        transformation.parallelism_from_partitions = parallelism is None
         stream.schema = _dataframe_schema(frame)
         if watermark_strategy is not None and stream.schema is not None:
             watermark_strategy.check_schema(stream.schema, f"source '{transformation.name}'")
-        return stream
 
     def from_parquet(
         self,
@@ -187,11 +197,7 @@ class StreamExecutionEnvironment:
         if parallelism is not None:
             _check_parallelism(parallelism, self.max_parallelism, "from_stream: parallelism")
         stream = self.from_source(StreamingDataFrameSource(), watermark_strategy, name=name)
-        stream.transformation.spark_source = frame
-        stream.transformation.parallelism = parallelism or self.parallelism
-        stream.schema = _dataframe_schema(frame)
-        if watermark_strategy is not None and stream.schema is not None:
-            watermark_strategy.check_schema(stream.schema, f"source '{name}'")
+        self._read_frame(stream, frame, parallelism, watermark_strategy)
         return stream
 
     def from_sequence(

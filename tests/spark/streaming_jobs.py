@@ -8,7 +8,6 @@ after epoch KILL_AFTER committed (before Spark records the micro-batch as done),
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import Any
 
@@ -59,26 +58,16 @@ def build(spark: Any, base: str) -> StreamExecutionEnvironment:
     return env
 
 
-def committed_rows(base: str) -> list[dict[str, Any]]:
-    if not os.path.isdir(f"{base}/out"):
-        return []
-    return pq.read_table(f"{base}/out").to_pylist()
-
-
 if __name__ == "__main__":
     from job_scripts import start_session
     from pyspark import cloudpickle
+    from unbounded_jobs import killed_after
 
     from flintlock.core.epoch_triggers import EpochTrigger
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
     base, kill_after = sys.argv[1], int(sys.argv[2])
-
-    def progress(figures: dict[str, Any]) -> None:
-        if figures["epoch"] == kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     build(start_session("local[2]"), base).execute(
-        "stream", trigger=EpochTrigger.available_now(), progress=progress
+        "stream", trigger=EpochTrigger.available_now(), progress=killed_after(kill_after)
     )
     print("RESULT not killed")

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 import streaming_jobs
 from pyspark import cloudpickle
-from streaming_jobs import FILES, KEYS, ROWS_PER_FILE, build, committed_rows, write_input
-from unbounded_jobs import wait_for_epochs
+from streaming_jobs import FILES, KEYS, ROWS_PER_FILE, build, write_input
+from unbounded_jobs import committed_rows, wait_for_epochs
 
 from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.epoch_triggers import EpochTrigger

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -86,18 +87,22 @@ def committed_rows(base: str) -> list[dict[str, Any]]:
     return pq.read_table(f"{base}/out").to_pylist()
 
 
+def killed_after(epochs: int) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that SIGKILLs the driver once ``epochs`` epochs committed."""
+
+    def progress(figures: dict[str, Any]) -> None:
+        if figures["epoch"] == epochs:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return progress
+
+
 if __name__ == "__main__":
     from job_scripts import start_session
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
-
     base, kill_after = sys.argv[1], int(sys.argv[2])
-
-    def progress(figures: dict[str, Any]) -> None:
-        if figures["epoch"] == kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     env = build(start_session("local[2]"), base, end=3000)
-    env.execute("unbounded", progress=progress)
+    env.execute("unbounded", progress=killed_after(kill_after))
     print("RESULT not killed")
