@@ -33,6 +33,10 @@ class CompletedCheckpoint:
     sources: dict[str, Any] = field(default_factory=dict)
     """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
 
+    def finished_vertices(self) -> dict[str, int]:
+        """Fully finished vertex name -> the checkpoint it finished in (FLIP-147)."""
+        return fully_finished(self.acknowledgements, self.checkpoint_id)
+
 
 class CheckpointCoordinator:
     """Completes and commits the checkpoints of one job (checkpoint dir, job name)."""
@@ -91,6 +95,7 @@ class CheckpointCoordinator:
             "final": final,
             "acknowledgements": ordered,
             "committables": committables,
+            "finished_vertices": fully_finished(ordered, checkpoint_id),
             **(details or {}),
         }
         try:
@@ -207,3 +212,15 @@ class CheckpointCoordinator:
                 f"the checkpoint metadata {path} is damaged: {error!r}"
             ) from error
         return checkpoint
+
+
+def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
+    """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
+    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147)."""
+    finished: dict[str, int | None] = {}
+    for ack in acknowledgements:
+        name = ack["task_name"]
+        at = ack.get("finished_at") or checkpoint_id if ack["finished"] else None
+        known = finished.get(name, at)
+        finished[name] = None if at is None or known is None else max(known, at)
+    return {name: at for name, at in sorted(finished.items()) if at is not None}

@@ -33,6 +33,9 @@ class ExecutionPlan:
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
     source_epochs: dict[str, list[SourceEpoch]] = field(default_factory=dict)
     """Unbounded source operator name -> per subtask, its splits of this epoch."""
+    finished_vertices: dict[str, int] = field(default_factory=dict)
+    """Fully finished vertex name -> the checkpoint it finished in: its subtasks run no
+    operator, they only forward the end of their output and acknowledge (FLIP-147)."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()
