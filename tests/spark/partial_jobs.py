@@ -1,5 +1,6 @@
 """The partially finished job the FLIP-147 tests run: two sequences of different lengths
-connected into a keyed co-process function -> FileSink.
+connected into a keyed co-process function -> FileSink; the short one passes a relay
+vertex (a rebalanced map) first, so a finished vertex with inputs is skipped too.
 
 The short sequence (ids 0..599, 300 per epoch) ends in epoch 2, the long one (ids
 0..2999) in epoch 10. The function keeps a running sum per key and input, emits each row
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from flintlock import CoProcessFunction, ValueStateDescriptor, WatermarkStrategy
 from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.sequence_source import SequenceSource
+from flintlock.core.sequence_source import SEQUENCE_SCHEMA, SequenceSource
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 
@@ -70,15 +71,22 @@ class EpochRecorder(LifecycleRecorder):
         super()._record(hook, task, *call, task.epoch)
 
 
+def same_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The relay's map: a vertex of its own behind the short source, that finishes with it."""
+    return batch
+
+
 def build(spark: Any, base: str, plugins: list[Any] = ()) -> StreamExecutionEnvironment:
-    """The job: the short sequence into input 1, the long one into input 2."""
+    """The job: the short sequence (through a relay vertex) into input 1, the long one
+    into input 2."""
     env = StreamExecutionEnvironment(
         parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk", plugins=list(plugins)
     )
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     short = env.from_source(
         SequenceSource(end=SHORT_END, rows_per_epoch=PER_EPOCH), strategy, name="short"
-    )
+    ).rebalance()
+    short = short.map_batch(same_batch, name="relay", output_schema=SEQUENCE_SCHEMA)
     long = env.from_source(
         SequenceSource(end=LONG_END, rows_per_epoch=PER_EPOCH), strategy, name="long"
     )

@@ -68,6 +68,15 @@ def test_a_short_source_finishes_in_its_own_epoch_and_is_not_run_again(
     assert ends_of(recorder, "short") == {
         f"short#{i}": [("operator_finish", "short", 2)] for i in (0, 1)
     }
+    assert epochs_of(recorder, "relay") == {1, 2}
+    assert ends_of(recorder, "relay") == {
+        f"relay#{i}": [
+            ("operator_end_input", "relay", 1, 2),
+            ("operator_finish", "relay", 2),
+            ("function_finish", "relay", 2),
+        ]
+        for i in (0, 1)
+    }
     assert epochs_of(recorder, "long") == set(range(1, 11))
     # downstream: end_input(1) once when the short input ended, end_input(2) at the end
     assert ends_of(recorder, "sums -> files") == {
@@ -83,7 +92,12 @@ def test_a_short_source_finishes_in_its_own_epoch_and_is_not_run_again(
     }
     final = metadata(base, 10)
     assert final["final"] is True  # the first checkpoint after every task finished
-    assert final["finished_vertices"] == {"long": 10, "short": 2, "sums -> files": 10}
+    assert final["finished_vertices"] == {
+        "long": 10,
+        "relay": 2,
+        "short": 2,
+        "sums -> files": 10,
+    }
     short_acks = [a for a in final["acknowledgements"] if a["task_name"] == "short"]
     assert [(a["finished"], a["finished_at"]) for a in short_acks] == [(True, 2), (True, 2)]
     check_output(base)
@@ -102,7 +116,7 @@ def test_a_partially_finished_job_restores_with_the_finished_vertex_skipped(
     stopped_at = int(savepoint.rsplit("chk-", 1)[1])
     recorded = metadata(base, stopped_at)
     assert recorded["final"] is False
-    assert recorded["finished_vertices"] == {"short": 2}
+    assert recorded["finished_vertices"] == {"relay": 2, "short": 2}
     assert epochs_of(first, "short") == {1, 2}
     assert ends_of(first, "sums -> files") == {
         f"sums -> files#{i}": [("operator_end_input", "sums", 1, 2)] for i in (0, 1)
@@ -112,7 +126,8 @@ def test_a_partially_finished_job_restores_with_the_finished_vertex_skipped(
     result = build(spark, base, [second]).execute("partial", trigger=Trigger.available_now())
     assert result.status == "FINISHED"
     assert stopped.epochs + result.epochs == 10
-    assert not [task for task in second.by_task if task.startswith("short#")]  # skipped
+    skipped = [t for t in second.by_task if t.startswith(("short#", "relay#"))]
+    assert skipped == []  # fully finished vertices: no call at all
     # input 1 ended before the restart: its end_input is not called again
     last = stopped_at + result.epochs
     assert ends_of(second, "sums -> files") == {
@@ -127,6 +142,7 @@ def test_a_partially_finished_job_restores_with_the_finished_vertex_skipped(
     }
     assert metadata(base, last)["finished_vertices"] == {
         "long": last,
+        "relay": 2,
         "short": 2,
         "sums -> files": last,
     }
