@@ -216,11 +216,12 @@ class CheckpointCoordinator:
 
 def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
     """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
-    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147)."""
+    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
+    acknowledgement without the flag is of a subtask that did not finish."""
     finished: dict[str, int | None] = {}
     for ack in acknowledgements:
         name = ack["task_name"]
-        at = ack.get("finished_at") or checkpoint_id if ack["finished"] else None
+        at = ack.get("finished_at") or checkpoint_id if ack.get("finished") else None
         known = finished.get(name, at)
         finished[name] = None if at is None or known is None else max(known, at)
     return {name: at for name, at in sorted(finished.items()) if at is not None}
