@@ -37,6 +37,10 @@ class CompletedCheckpoint:
     sources: dict[str, Any] = field(default_factory=dict)
     """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
 
+    def finished_vertices(self) -> dict[str, int]:
+        """Fully finished vertex name -> the checkpoint it finished in (FLIP-147)."""
+        return fully_finished(self.acknowledgements, self.checkpoint_id)
+
 
 class CheckpointCoordinator:
     """Completes and commits the checkpoints of one job (checkpoint dir, job name)."""
@@ -98,6 +102,7 @@ class CheckpointCoordinator:
             "kind": "savepoint" if snapshot_root else "checkpoint",
             "run_id": run_id,
             "final": final,
+            "finished_vertices": fully_finished(ordered, checkpoint_id),
             **(details or {}),
         }
         label = "savepoint" if snapshot_root else "final checkpoint" if final else "checkpoint"
@@ -280,3 +285,16 @@ def _with_manifest(ack: dict[str, Any], change: Callable[[str], str]) -> dict[st
     if "manifest_path" not in ack:
         return ack
     return {**ack, "manifest_path": change(ack["manifest_path"])}
+
+
+def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
+    """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
+    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
+    acknowledgement without the flag is of a subtask that did not finish."""
+    finished: dict[str, int | None] = {}
+    for ack in acknowledgements:
+        name = ack["task_name"]
+        at = ack.get("finished_at") or checkpoint_id if ack.get("finished") else None
+        known = finished.get(name, at)
+        finished[name] = None if at is None or known is None else max(known, at)
+    return {name: at for name, at in sorted(finished.items()) if at is not None}

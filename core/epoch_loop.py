@@ -79,6 +79,7 @@ class EpochLoop:
         restore, states, checkpoint_id = self._starting_point(latest, new_run, run_id)
         master.folder.record_running(run_id)
         restores = plan_restores(restore, self.graph) if restore is not None else {}
+        finished = finished_in(restore)  # fully finished vertices: skipped (FLIP-147)
         aborted: list[int] = []
         checkpoint: CompletedCheckpoint | None = latest
         epoch_started = time.monotonic()
@@ -87,8 +88,13 @@ class EpochLoop:
                 request = self.control.next_request()
                 planned = self._plan_sources(states)
                 drain = request is not None and request.action == "stop" and request.drain
-                ends = drain or all(p.exhausted for p in planned.values())
-                has_rows = any(any(p.assignments) for p in planned.values())
+                source_ends = {uid: drain or p.exhausted for uid, p in planned.items()}
+                ends = all(source_ends.values())  # the job's input ends: its final checkpoint
+                has_rows = any(any(p.assignments) for p in planned.values()) or any(
+                    source_ends[self.uids[name]] and vertex not in finished
+                    for name, vertex in source_vertices(self.graph).items()
+                    if name in self.sources
+                )  # a source whose input ends now finishes in an epoch of its own
                 if self._out_of_input(request, ends, has_rows):
                     return self._stopped(checkpoint, run_id, started, None)
                 if self._skip_empty(request, ends, has_rows):
@@ -98,7 +104,8 @@ class EpochLoop:
                     checkpoint_id, "savepoint" if request else "checkpoint", final=ends
                 )
                 root = self.savepoint_root(checkpoint_id) if request is not None else None
-                plan = self._plan(run_id, barrier, restores, aborted, planned, ends, root)
+                plan = self._plan(run_id, barrier, restores, aborted, planned, source_ends, root)
+                plan.finished_vertices = dict(finished)
                 try:
                     checkpoint = self._run_epoch(plan, planned, epoch_started)
                 except Exception as error:
@@ -111,6 +118,7 @@ class EpochLoop:
                     checkpoint_id += 1
                     continue
                 states = {uid: p.state for uid, p in planned.items()}
+                finished = checkpoint.finished_vertices()
                 savepoint = checkpoint.savepoint
                 if request is not None:
                     self.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
@@ -185,16 +193,21 @@ class EpochLoop:
         restores: dict[tuple[int, int], TaskRestore],
         aborted: list[int],
         planned: dict[str, EpochSplits],
-        ends: bool,
+        ends: bool | dict[str, bool],
         snapshot_root: str | None = None,
     ) -> ExecutionPlan:
-        """The execution plan of one epoch (a savepoint's tasks write to ``snapshot_root``)."""
+        """The execution plan of one epoch; ``ends``: whether the input ends, for every
+        source or per source uid (each source ends its own input, FLIP-147); a savepoint's
+        tasks write to ``snapshot_root``."""
         master = self.master
         if aborted:
             restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
         names = [*self.sources, *([self.streaming.name] if self.streaming is not None else [])]
         source_epochs = {
-            name: [SourceEpoch(a, ends) for a in planned[self.uids[name]].assignments]
+            name: [
+                SourceEpoch(a, ends if isinstance(ends, bool) else ends[self.uids[name]])
+                for a in planned[self.uids[name]].assignments
+            ]
             for name in names
         }
         return ExecutionPlan(
@@ -380,3 +393,26 @@ def unbounded_sources(
             f"are the epochs); this one reads {names}"
         )
     return found, (streaming[0] if streaming else None)
+
+
+def source_vertices(graph: JobGraph) -> dict[str, str]:
+    """Source operator name -> the name of the vertex it heads."""
+    return {
+        v.transformations[0].name: v.name
+        for v in graph.vertices.values()
+        if v.transformations[0].is_source
+    }
+
+
+def finished_in(restore: RestoreSource | None) -> dict[str, int]:
+    """The fully finished vertices of the checkpoint restored from (vertex name -> the
+    checkpoint it finished in): every subtask's snapshot says it finished. A final
+    checkpoint (every vertex finished) restored by a new run is run again in full."""
+    if restore is None or restore.checkpoint.final:
+        return {}
+    finished: dict[str, int | None] = {}
+    for snapshot in restore.checkpoint.subtasks:
+        at = snapshot.finished_at
+        known = finished.get(snapshot.task_name, at)
+        finished[snapshot.task_name] = None if at is None or known is None else max(at, known)
+    return {name: at for name, at in finished.items() if at is not None}

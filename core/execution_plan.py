@@ -35,6 +35,9 @@ class ExecutionPlan:
     """Unbounded source operator name -> per subtask, its splits of this epoch."""
     snapshot_root: str | None = None
     """Where every task writes this epoch's snapshot (a savepoint's folder); None: the run's."""
+    finished_vertices: dict[str, int] = field(default_factory=dict)
+    """Fully finished vertex name -> the checkpoint it finished in: its subtasks run no
+    operator, they only forward the end of their output and acknowledge (FLIP-147)."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()

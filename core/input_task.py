@@ -30,6 +30,9 @@ class InputStreamTask(StreamTask):
                 f"was given inputs {sorted(channels)}"
             )
         self.gate = InputGate(channels)
+        restore = self.environment.restore
+        self.ended_before = restore.ended_inputs() if restore is not None else set()
+        """Inputs that ended in an earlier epoch: end_input is called once in a job's life."""
 
     def run(self) -> None:
         """Dispatch events until every input ended or a barrier ends the epoch."""
@@ -59,7 +62,8 @@ class InputStreamTask(StreamTask):
                 fire_processing_timers()
             elif kind is EndOfInputEvent:
                 if gate.on_end_of_input(event.input_index, event.channel):
-                    chain.end_head_input(event.input_index)
+                    if event.input_index not in self.ended_before:
+                        chain.end_head_input(event.input_index)
                     if gate.all_ended:
                         self.input_ended = True
                         return
@@ -71,6 +75,10 @@ class InputStreamTask(StreamTask):
             else:
                 raise ChannelError(f"unknown input event {event!r}")
         raise ChannelError("the input stopped before the end of the epoch (no barrier)")
+
+    def ended_input_indices(self) -> list[int]:
+        """The inputs that ended, in this epoch or an earlier one."""
+        return sorted(self.ended_before | set(self.gate.ended_inputs))
 
     def pass_status_changes(self) -> None:
         """Tell the head which inputs became idle or active."""

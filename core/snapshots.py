@@ -69,6 +69,12 @@ class TaskSnapshot:
     key_groups: list[int] | None = None
     """[first, last + 1) of the key groups this subtask owned: every keyed state and timer
     file it wrote holds rows of these key groups only (None in manifests from before)."""
+    ended_inputs: list[int] = field(default_factory=list)
+    """The task's inputs whose end_input was already called (each input ends once in the
+    job's life, FLIP-147), so a restored task does not call it again."""
+    finished_at: int | None = None
+    """The checkpoint in which the subtask finished (its final snapshot), if it did; a
+    finished subtask later acknowledges with empty state, as in Flink (FLIP-147)."""
 
     def key_group_range(self) -> range:
         """The key groups this subtask owned (from the manifest, else from its parallelism)."""
@@ -132,6 +138,13 @@ class TaskRestore:
                 f"checkpoint {self.checkpoint_id}"
             )
 
+    def ended_inputs(self) -> set[int]:
+        """Inputs whose end_input was called before (in every old subtask it restores);
+        none if it restores a finished subtask (a new run over a final savepoint)."""
+        if not self.snapshots or any(s.finished_at is not None for s in self.snapshots):
+            return set()
+        return set.intersection(*(set(s.ended_inputs) for s in self.snapshots))
+
     def operator_snapshots(self, operator: str) -> list[OperatorSnapshot]:
         """Every old subtask's snapshot of ``operator`` (empty if it is new)."""
         return [s.operators[operator] for s in self.snapshots if operator in s.operators]
@@ -155,6 +168,8 @@ class TaskAcknowledgement:
     committables: dict[str, list[Any]] = field(default_factory=dict)
     records_out: int = 0
     duration_seconds: float = 0.0
+    finished_at: int | None = None
+    """The checkpoint the subtask finished in (its final snapshot), if it finished."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (travels in an ACK message)."""

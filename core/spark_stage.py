@@ -6,7 +6,7 @@ back here and the batch is yielded to Spark; the task's code stays one plain fun
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import greenlet
 import pyarrow as pa
@@ -15,6 +15,7 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import task_marker_path
 from flintlock.core.errors import ChannelError, FlintlockError, LifecycleError, TaskCanceled
 from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.finished_task import run_finished_subtask
 from flintlock.core.job_graph import JobVertex
 from flintlock.core.message_reader import MessageReader
 from flintlock.core.message_writer import MessageWriter
@@ -61,6 +62,9 @@ class StageFunction:
             job_name=plan.job_name,
             job_id=plan.job_id,
         )
+        if vertex.name in plan.finished_vertices:
+            yield from self._run_finished(info, vertex, subtask, batches)
+            return
         try:
             try:
                 task, writer, reader = self._deploy(info, vertex, subtask, batches)
@@ -79,6 +83,19 @@ class StageFunction:
             raise TaskFailedOnWorker(f"{error}\n{error.report.to_line()}") from None
         finally:
             bind_partition_input(None)
+
+    def _run_finished(
+        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        """A subtask of a fully finished vertex: no plugin, no operator, no lifecycle call."""
+        plan = self.plan
+        writer = MessageWriter(plan, vertex, subtask)
+        reader = None
+        if not vertex.transformations[0].is_source:
+            reader = MessageReader(plan, vertex, subtask, batches, writer)
+        yield from _in_greenlet(
+            lambda: run_finished_subtask(plan, vertex, info, writer, reader), writer
+        )
 
     def _deploy(
         self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
@@ -159,8 +176,6 @@ def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:
 def _run(
     task: StreamTask, writer: MessageWriter, reader: MessageReader | None, plan: ExecutionPlan
 ) -> Iterator[pa.RecordBatch]:
-    parent = greenlet.getcurrent()
-
     def body() -> None:
         task.invoke()
         if reader is not None:
@@ -171,6 +186,12 @@ def _run(
                 document = {"plugin": index, "task": task.info.key, "data": report(task.info.key)}
                 writer.send_towards_driver(Kind.REPORT, encode_json(document))
 
+    return _in_greenlet(body, writer)
+
+
+def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa.RecordBatch]:
+    """Run ``body`` in a greenlet, yielding the writer's buffers to Spark as they fill."""
+    parent = greenlet.getcurrent()
     writer.flush = parent.switch
     runner = greenlet.greenlet(body)
     try:

@@ -154,6 +154,8 @@ class StreamTask:
             directory=directory,
             operators=operators,
             key_groups=list(owned_key_groups(info)),
+            ended_inputs=self.ended_input_indices(),
+            finished_at=barrier.checkpoint_id if self.input_ended else None,
         )
         manifest = f"{directory}/{MANIFEST}"
         size = env.storage.write_json(manifest, snapshot.to_json())
@@ -174,6 +176,7 @@ class StreamTask:
             records_out=getattr(env.writer, "records_out", 0)
             + sum(getattr(op, "records_written", 0) for op in self.chain.head_to_tail()),
             duration_seconds=time.perf_counter() - self.started,
+            finished_at=snapshot.finished_at,
         )
         env.writer.acknowledge(self.acknowledgement)
 
@@ -251,6 +254,10 @@ class StreamTask:
 
     def task_cleanup(self) -> None:
         """Task-specific cleanup: release input channels or source readers."""
+
+    def ended_input_indices(self) -> list[int]:
+        """The inputs whose end_input was called, in this epoch or before (snapshotted)."""
+        return []
 
 
 def owned_key_groups(info: TaskInfo) -> tuple[int, int]:
