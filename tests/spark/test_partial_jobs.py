@@ -15,7 +15,7 @@ from partial_jobs import EpochRecorder, build, committed_rows, one_pass
 from pyspark import cloudpickle
 from unbounded_jobs import wait_for_epochs
 
-from flintlock.core.triggers import Trigger
+from flintlock.core.epoch_triggers import EpochTrigger
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(partial_jobs)  # workers cannot import tests/
@@ -61,7 +61,7 @@ def test_a_short_source_finishes_in_its_own_epoch_and_is_not_run_again(
 ) -> None:
     base = str(tmp_path)
     recorder = EpochRecorder()
-    result = build(spark, base, [recorder]).execute("partial", trigger=Trigger.available_now())
+    result = build(spark, base, [recorder]).execute("partial", trigger=EpochTrigger.available_now())
     assert (result.status, result.epochs) == ("FINISHED", 10)
     # the short source: lifecycle calls in epochs 1 and 2 only, finish in 2
     assert epochs_of(recorder, "short") == {1, 2}
@@ -123,7 +123,7 @@ def test_a_partially_finished_job_restores_with_the_finished_vertex_skipped(
     }
 
     second = EpochRecorder()
-    result = build(spark, base, [second]).execute("partial", trigger=Trigger.available_now())
+    result = build(spark, base, [second]).execute("partial", trigger=EpochTrigger.available_now())
     assert result.status == "FINISHED"
     assert stopped.epochs + result.epochs == 10
     skipped = [t for t in second.by_task if t.startswith(("short#", "relay#"))]
