@@ -48,7 +48,7 @@ def run_finished_subtask(
         _await_barrier(vertex, info, reader, vertex.channels_per_input(plan.vertices))
     barrier = plan.barrier
     storage = CheckpointStorage.from_uri(plan.checkpoint_uri)
-    directory = storage.task_snapshot_dir(info, barrier.checkpoint_id)
+    directory = storage.task_snapshot_dir(info, barrier.checkpoint_id, plan.snapshot_root)
     snapshot = TaskSnapshot(
         checkpoint_id=barrier.checkpoint_id,
         kind=barrier.kind,
