@@ -248,10 +248,12 @@ class EpochLoop:
     ) -> None:
         """The epoch's figures: the status file, the progress callback, the run's totals."""
         records: dict[str, int] = {}
+        records_in: dict[str, int] = {}
         size = 0
         for ack in checkpoint.acknowledgements:
             name = ack["task_name"]
             records[name] = records.get(name, 0) + ack["records_out"]
+            records_in[name] = records_in.get(name, 0) + ack.get("records_in", 0)
             size += ack.get("size_bytes", 0)
         for name, count in records.items():
             self.records_out[name] = self.records_out.get(name, 0) + count
@@ -261,6 +263,7 @@ class EpochLoop:
             "kind": plan.barrier.kind,
             "final": plan.barrier.final,
             "seconds": round(time.monotonic() - epoch_started, 4),
+            "records_in": records_in,
             "records_out": records,
             "checkpoint_bytes": size,
             "time": time.time(),

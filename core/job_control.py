@@ -147,10 +147,14 @@ class JobControl:
 
 def progress_line(figures: dict[str, Any]) -> str:
     """One epoch in one line: its checkpoint, duration, records per vertex, state size."""
-    records = ", ".join(f"{name} {count:,}" for name, count in figures["records_out"].items())
+    records_in = figures.get("records_in", {})
+    records = ", ".join(
+        f"{name} {records_in.get(name, 0):,} -> {count:,}"
+        for name, count in figures["records_out"].items()
+    )
     kind = figures["kind"] + (" (final)" if figures.get("final") else "")
     return (
         f"epoch {figures['epoch']}  chk-{figures['checkpoint_id']} {kind}  "
-        f"{figures['seconds']:.2f} s  records out: {records}  "
+        f"{figures['seconds']:.2f} s  records in -> out: {records}  "
         f"state {figures['checkpoint_bytes'] / 1e3:,.1f} kB"
     )

@@ -167,6 +167,8 @@ class TaskAcknowledgement:
     finished: bool
     committables: dict[str, list[Any]] = field(default_factory=dict)
     records_out: int = 0
+    records_in: int = 0
+    """Records the subtask read in this epoch: from its channels, or from its source."""
     duration_seconds: float = 0.0
     finished_at: int | None = None
     """The checkpoint the subtask finished in (its final snapshot), if it finished."""

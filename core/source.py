@@ -134,6 +134,7 @@ class SourceOperator(StreamOperator):
         self._reader: SourceReader | None = None
         self._batches: Iterator[pa.RecordBatch] = iter(())
         self._emitter: WatermarkEmitter | None = None
+        self.records_read = 0
         self.epoch: SourceEpoch | None = None
         """Set at deploy for an unbounded source: the splits of this epoch."""
 
@@ -173,6 +174,7 @@ class SourceOperator(StreamOperator):
         batch = next(self._batches, None)
         if batch is None:
             return False
+        self.records_read += batch.num_rows
         if self._emitter is None:
             self.output.emit(batch)
         else:

@@ -127,6 +127,7 @@ class StageFunction:
             restore=plan.restores.get((vertex.id, subtask)),
             state_backend=plan.state_backend,
             epoch_barrier=plan.barrier,
+            records_in=(lambda: reader.records_in) if reader is not None else None,
             snapshot_root=plan.snapshot_root,
         )
         task_type: type[StreamTask] = registry.get("task type", vertex.task_type)

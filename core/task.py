@@ -173,12 +173,17 @@ class StreamTask:
                 for op in self.chain.head_to_tail()
                 if (found := op.committables()) is not None
             },
+            records_in=env.records_in() if env.records_in is not None else self.source_records(),
             records_out=getattr(env.writer, "records_out", 0)
             + sum(getattr(op, "records_written", 0) for op in self.chain.head_to_tail()),
             duration_seconds=time.perf_counter() - self.started,
             finished_at=snapshot.finished_at,
         )
         env.writer.acknowledge(self.acknowledgement)
+
+    def source_records(self) -> int:
+        """Records a source subtask's head read (0 for a head that counts none)."""
+        return int(getattr(self.chain.head, "records_read", 0)) if self.chain.operators else 0
 
     def close_and_clean_up(self, failure: BaseException | None) -> list[tuple[str, BaseException]]:
         """Close and clean up in the documented order; returns errors raised on the way.

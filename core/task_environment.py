@@ -38,3 +38,6 @@ class TaskEnvironment:
     """Processing time in ms: the wall clock, or a harness's ManualClock."""
     snapshot_root: str | None = None
     """Where the epoch's snapshot goes instead of the run's folder (a savepoint's folder)."""
+    records_in: Callable[[], int] | None = None
+    """Records the subtask read from its input channels so far (None: a source subtask,
+    whose head counts what it read)."""

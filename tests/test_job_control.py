@@ -79,7 +79,8 @@ def test_the_status_keeps_the_newest_epochs_and_prints_them(tmp_path: Path) -> N
             "kind": "checkpoint",
             "final": n == 60,
             "seconds": 0.5,
-            "records_out": {"source": 10 * n},
+            "records_in": {"source": 10 * n, "sink": 10 * n},
+            "records_out": {"source": 10 * n, "sink": 10 * n},
             "checkpoint_bytes": 2048,
         }
         for n in range(1, 61)
@@ -89,5 +90,6 @@ def test_the_status_keeps_the_newest_epochs_and_prints_them(tmp_path: Path) -> N
     assert status is not None
     assert [e["epoch"] for e in status["epochs"]] == list(range(11, 61))
     assert progress_line(status["epochs"][-1]) == (
-        "epoch 60  chk-60 checkpoint (final)  0.50 s  records out: source 600  state 2.0 kB"
+        "epoch 60  chk-60 checkpoint (final)  0.50 s  records in -> out: sink 600 -> 600, "
+        "source 600 -> 600  state 2.0 kB"
     )

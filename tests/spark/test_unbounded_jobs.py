@@ -15,6 +15,7 @@ from unbounded_jobs import FAR, KEYS, build, committed_rows, wait_for_epochs
 
 from flintlock.cli import main
 from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.job_client import JobClient
 from flintlock.core.job_errors import JobControlError
 from flintlock.testing import LifecycleRecorder
 
@@ -68,9 +69,9 @@ def test_stop_resume_and_drain_equal_one_pass(spark: Any, tmp_path: Path) -> Non
     assert sorted(r["id"] for r in rows) == list(range(300 * stopped.epochs))
     assert client.status()["status"] == "STOPPED"
 
-    second = LifecycleRecorder()
-    client = build(spark, base, [second]).execute_async("unbounded")
-    wait_for_epochs(client, stopped.epochs + 2)  # it continues: the status keeps counting
+    second = LifecycleRecorder()  # resumed from the savepoint, named explicitly
+    client = build(spark, base, [second]).execute_async("unbounded", restore_from=savepoint)
+    wait_for_epochs(client, 2, after_run=stopped.run_id)  # two epochs of the new run
     drained_at = client.stop(drain=True)
     drained = client.result()
     assert drained.status == "STOPPED" and drained.savepoint_path == drained_at
@@ -124,6 +125,9 @@ def test_once_runs_one_epoch_and_the_next_start_continues(spark: Any, tmp_path: 
         result = build(spark, base).execute("once", trigger=EpochTrigger.once())
         assert (result.status, result.epochs) == ("STOPPED", 1)
         assert sorted(r["id"] for r in committed_rows(base)) == list(range(300 * epochs))
+        figures = JobClient(f"{base}/chk", "once").status()["epochs"][-1]
+        assert figures["records_in"] == {"source:sequence": 300, "keyed_process -> files": 300}
+        assert figures["records_out"] == {"source:sequence": 300, "keyed_process -> files": 300}
 
 
 def test_a_driver_killed_between_epochs_restarts_exactly_once(spark: Any, tmp_path: Path) -> None:

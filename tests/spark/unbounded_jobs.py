@@ -64,15 +64,19 @@ def build(
     return env
 
 
-def wait_for_epochs(client: JobClient, count: int, timeout: float = 180.0) -> None:
-    """Until the running job reports ``count`` epochs (its status file)."""
+def wait_for_epochs(
+    client: JobClient, count: int, timeout: float = 180.0, after_run: str | None = None
+) -> None:
+    """Until the running job reports ``count`` epochs (its status file) of a run other
+    than ``after_run`` (the status file of a stopped run stays until the next writes)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not client.is_running():
             client.result()  # raises the job's error
             raise AssertionError(f"the job ended before {count} epochs")
         try:
-            if len(client.status()["epochs"]) >= count:
+            status = client.status()
+            if len(status["epochs"]) >= count and status["run_id"] != after_run:
                 return
         except FlintlockError:
             pass  # no epoch completed yet
