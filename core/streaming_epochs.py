@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.epoch_sources import EpochSplits
 from flintlock.core.events import CheckpointBarrier
+from flintlock.core.job_control import ControlRequest
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.job_graph import build_job_graph
 from flintlock.core.restore import plan_restores
@@ -128,17 +129,16 @@ class StreamingEpochs:
         )
         state = {"offsets": self.offsets, "base": self.base, "batch_id": batch_id}
         planned = {self.uid: EpochSplits([[] for _ in range(parallelism)], state)}
-        kind = "savepoint" if request is not None else "checkpoint"
-        barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
-        root = loop.savepoint_root(checkpoint_id) if request is not None else None
-        plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain, root)
         try:
-            checkpoint = loop._run_epoch(plan, planned, epoch_started)
+            checkpoint = self._run(checkpoint_id, planned, request, drain, epoch_started)
         except Exception as error:
-            if request is None or request.action != "savepoint":
+            if request is None:
                 raise
+            # a failed savepoint fails the request (a stop too), not the job: the
+            # micro-batch runs again as a plain checkpoint (new attempts, new file names)
             loop.control.answer(request, error=f"{type(error).__name__}: {error}")
-            raise
+            request, drain = None, False
+            checkpoint = self._run(checkpoint_id, planned, None, False, epoch_started)
         self.checkpoint, self.restores = checkpoint, loop._restores_after(checkpoint)
         if request is not None:
             savepoint = checkpoint.savepoint
@@ -146,3 +146,19 @@ class StreamingEpochs:
             if request.action == "stop":
                 self.ending = (checkpoint, savepoint)
                 self.stop_now.set()
+
+    def _run(
+        self,
+        checkpoint_id: int,
+        planned: dict[str, EpochSplits],
+        request: ControlRequest | None,
+        drain: bool,
+        epoch_started: float,
+    ) -> CompletedCheckpoint:
+        """The micro-batch's epoch: a savepoint if a request asks for one."""
+        loop = self.loop
+        kind = "savepoint" if request is not None else "checkpoint"
+        barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
+        root = loop.savepoint_root(checkpoint_id) if request is not None else None
+        plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain, root)
+        return loop._run_epoch(plan, planned, epoch_started)

@@ -17,6 +17,7 @@ from unbounded_jobs import committed_rows, wait_for_epochs
 
 from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.job_errors import JobControlError
 from flintlock.core.job_graph import GraphError
 from flintlock.sinks.files import FileSink
 
@@ -90,3 +91,22 @@ def test_only_a_streaming_dataframe_is_accepted(spark: Any, tmp_path: Path) -> N
     env = StreamExecutionEnvironment(spark=spark, checkpoint_dir=str(tmp_path))
     with pytest.raises(GraphError, match="from_stream takes a streaming DataFrame"):
         env.from_stream(spark.range(3))
+
+
+def test_a_failed_savepoint_reruns_the_micro_batch_and_the_query_goes_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    base = str(tmp_path)
+    client = rate_job(spark, base).execute_async("rate", trigger=EpochTrigger.processing_time(0.5))
+    wait_for_epochs(client, 1)
+    blocker = tmp_path / "chk" / "rate" / "savepoints"
+    blocker.write_text("a file where the savepoints folder goes: every savepoint fails")
+    with pytest.raises(JobControlError, match="the savepoint failed"):
+        client.savepoint()
+    assert client.is_running()
+    wait_for_epochs(client, len(client.status()["epochs"]) + 1)
+    blocker.unlink()
+    client.stop()
+    client.result()
+    values = sorted(r["value"] for r in committed_rows(base))
+    assert values == list(range(len(values))) and values  # the failed batch ran once, again
