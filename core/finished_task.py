@@ -26,8 +26,8 @@ from flintlock.core.input_gate import InputGate
 from flintlock.core.job_graph import JobVertex
 from flintlock.core.message_reader import MessageReader
 from flintlock.core.message_writer import MessageWriter
-from flintlock.core.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
-from flintlock.core.task import owned_key_groups
+from flintlock.core.snapshots import TaskAcknowledgement
+from flintlock.core.task import write_manifest
 from flintlock.core.task_info import TaskInfo
 
 _PASSED_OVER = (WatermarkEvent, WatermarkStatusEvent, ProcessingTimeTick)
@@ -49,22 +49,16 @@ def run_finished_subtask(
     barrier = plan.barrier
     storage = CheckpointStorage.from_uri(plan.checkpoint_uri)
     directory = storage.task_snapshot_dir(info, barrier.checkpoint_id, plan.snapshot_root)
-    snapshot = TaskSnapshot(
-        checkpoint_id=barrier.checkpoint_id,
-        kind=barrier.kind,
+    snapshot, manifest, size = write_manifest(
+        storage,
+        info,
+        barrier,
+        directory,
         final=barrier.final,
-        task_name=info.task_name,
-        subtask_index=info.subtask_index,
-        parallelism=info.parallelism,
-        max_parallelism=info.max_parallelism,
-        directory=directory,
         operators={},
-        key_groups=list(owned_key_groups(info)),
         ended_inputs=sorted(vertex.channels_per_input(plan.vertices)),
         finished_at=plan.finished_vertices[vertex.name],
     )
-    manifest = f"{directory}/{MANIFEST}"
-    size = storage.write_json(manifest, snapshot.to_json())
     writer.acknowledge(
         TaskAcknowledgement(
             checkpoint_id=barrier.checkpoint_id,

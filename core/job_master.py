@@ -204,7 +204,7 @@ class JobMaster:
         except Exception as error:
             self.record_failed(checkpoint.run_id, error)
             raise
-        result = self._result(checkpoint, started, resumed)
+        result = self.result_of(checkpoint, started, resumed=resumed)
         self.folder.record_finished(
             checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
         )
@@ -288,11 +288,6 @@ class JobMaster:
         context = self.coordinator.commit_context(run_id, 0)
         for name, sink in self.sinks.items():
             sink.abort_uncommitted(context, keep.get(name, []))
-
-    def _result(
-        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
-    ) -> JobExecutionResult:
-        return self.result_of(checkpoint, started, resumed=resumed)
 
     def result_of(
         self,

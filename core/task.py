@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from flintlock.core.chain import OperatorChain
+from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.errors import LifecycleError, TaskCanceled, operator_tag
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.hook_runner import HookRunner
@@ -143,22 +144,16 @@ class StreamTask:
         env, info = self.environment, self.info
         directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id, env.snapshot_root)
         operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
-        snapshot = TaskSnapshot(
-            checkpoint_id=barrier.checkpoint_id,
-            kind=barrier.kind,
+        snapshot, manifest, size = write_manifest(
+            env.storage,
+            info,
+            barrier,
+            directory,
             final=barrier.final and self.input_ended,
-            task_name=info.task_name,
-            subtask_index=info.subtask_index,
-            parallelism=info.parallelism,
-            max_parallelism=info.max_parallelism,
-            directory=directory,
             operators=operators,
-            key_groups=list(owned_key_groups(info)),
             ended_inputs=self.ended_input_indices(),
             finished_at=barrier.checkpoint_id if self.input_ended else None,
         )
-        manifest = f"{directory}/{MANIFEST}"
-        size = env.storage.write_json(manifest, snapshot.to_json())
         self.snapshot = snapshot
         self.acknowledgement = TaskAcknowledgement(
             checkpoint_id=barrier.checkpoint_id,
@@ -263,6 +258,37 @@ class StreamTask:
     def ended_input_indices(self) -> list[int]:
         """The inputs whose end_input was called, in this epoch or before (snapshotted)."""
         return []
+
+
+def write_manifest(
+    storage: CheckpointStorage,
+    info: TaskInfo,
+    barrier: CheckpointBarrier,
+    directory: str,
+    *,
+    final: bool,
+    operators: dict[str, Any],
+    ended_inputs: list[int],
+    finished_at: int | None,
+) -> tuple[TaskSnapshot, str, int]:
+    """Write one subtask's manifest of ``barrier``'s checkpoint in ``directory``: the
+    snapshot, the manifest's path and its size in bytes."""
+    snapshot = TaskSnapshot(
+        checkpoint_id=barrier.checkpoint_id,
+        kind=barrier.kind,
+        final=final,
+        task_name=info.task_name,
+        subtask_index=info.subtask_index,
+        parallelism=info.parallelism,
+        max_parallelism=info.max_parallelism,
+        directory=directory,
+        operators=operators,
+        key_groups=list(owned_key_groups(info)),
+        ended_inputs=ended_inputs,
+        finished_at=finished_at,
+    )
+    manifest = f"{directory}/{MANIFEST}"
+    return snapshot, manifest, storage.write_json(manifest, snapshot.to_json())
 
 
 def owned_key_groups(info: TaskInfo) -> tuple[int, int]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 from job_scripts import start_session
 
 from flintlock.core.environment import StreamExecutionEnvironment
@@ -41,6 +43,20 @@ class DyingFileSink(FileSink):
 
     def post_commit(self, context: Any, committables: list[Any]) -> None:
         die_once(self.base, self.point, "after-commit")
+
+
+class CommitDiesAfterOneFile(FileSink):
+    """Moves one file, then fails — once (a marker file remembers it failed)."""
+
+    def __init__(self, path: str, marker: str) -> None:
+        super().__init__(path, rows_per_file=100)
+        self.marker = marker
+
+    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
+        super().commit_file(filesystem, file)
+        if not Path(self.marker).exists():
+            Path(self.marker).write_text("failed once")
+            raise OSError("injected: the disk went away after one file")
 
 
 def build(spark: Any, base: str, sink: FileSink) -> tuple[StreamExecutionEnvironment, CollectSink]:

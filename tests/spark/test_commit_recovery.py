@@ -5,27 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import killed_driver_job
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pytest
+from killed_driver_job import CommitDiesAfterOneFile
+from pyspark import cloudpickle
 
 from flintlock.core.checkpoint_coordinator import CommitError
 from flintlock.core.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
 
-
-class CommitDiesAfterOneFile(FileSink):
-    """Moves one file, then fails — once (a marker file remembers it failed)."""
-
-    def __init__(self, path: str, marker: str) -> None:
-        super().__init__(path, rows_per_file=100)
-        self.marker = marker
-
-    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
-        super().commit_file(filesystem, file)
-        if not Path(self.marker).exists():
-            Path(self.marker).write_text("failed once")
-            raise OSError("injected: the disk went away after one file")
+cloudpickle.register_pickle_by_value(killed_driver_job)  # workers cannot import tests/
 
 
 def build(spark: Any, tmp_path: Path) -> tuple[StreamExecutionEnvironment, FileSink]:

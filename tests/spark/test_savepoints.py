@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import killed_driver_job
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pytest
 import restore_jobs
+from killed_driver_job import CommitDiesAfterOneFile
 from pyspark import cloudpickle
 from restore_jobs import ROWS, N, build, final_totals, running_sums
 
@@ -27,6 +28,7 @@ from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 
 cloudpickle.register_pickle_by_value(restore_jobs)
+cloudpickle.register_pickle_by_value(killed_driver_job)  # workers cannot import tests/
 
 FIRST, SECOND = ROWS[: N // 2], ROWS[N // 2 :]
 
@@ -189,26 +191,12 @@ def test_retention_over_several_runs_never_deletes_a_savepoint_folder(
     assert stored.already_finished and stored.savepoint_path == folders[2]
 
 
-class CommitFailsOnce(FileSink):
-    """Moves one file, then fails, once (a marker file remembers that it failed)."""
-
-    def __init__(self, path: str, marker: str) -> None:
-        super().__init__(path, rows_per_file=100)
-        self.marker = marker
-
-    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, str]) -> None:
-        super().commit_file(filesystem, file)
-        if not Path(self.marker).exists():
-            Path(self.marker).write_text("failed once")
-            raise OSError("injected: the disk went away after one file")
-
-
 @pytest.mark.slow
 def test_the_restart_after_a_failed_commit_commits_the_savepoint_as_checkpoint_n(
     spark: Any, tmp_path: Path
 ) -> None:
     def sink() -> FileSink:
-        return CommitFailsOnce(str(tmp_path / "out"), str(tmp_path / "marker"))
+        return CommitDiesAfterOneFile(str(tmp_path / "out"), str(tmp_path / "marker"))
 
     with pytest.raises(CommitError, match="failed to commit checkpoint 1"):
         savepoint_run(spark, tmp_path, sink=sink())
