@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from flintlock.core.commit_log import CommitLog
 from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
 from flintlock.core.job_folder import JobFolder
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
@@ -50,6 +51,7 @@ class CheckpointCoordinator:
         self.storage = folder.storage
         self.job_name = folder.job_name
         self.directory = folder.checkpoints
+        self.commit_log = CommitLog(folder)
 
     def complete(
         self,
@@ -147,6 +149,7 @@ class CheckpointCoordinator:
         return path
 
     def _write_metadata(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
+        self.folder.fence(f"completes the {label} {id_}")
         try:
             self.storage.write_json_atomically(path, document)
         except OSError as error:
@@ -155,10 +158,37 @@ class CheckpointCoordinator:
             ) from error
 
     def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
-        """Commit each sink's committables of ``checkpoint``, then post_commit; idempotent."""
+        """Commit ``checkpoint``, after every earlier completed checkpoint not committed yet,
+        in order (Flink's subsumed checkpoints); idempotent."""
+        for earlier in self.uncommitted_before(checkpoint.checkpoint_id):
+            self._commit_one(earlier, sinks)
+        self._commit_one(checkpoint, sinks)
+
+    def uncommitted_before(self, checkpoint_id: int) -> list[CompletedCheckpoint]:
+        """The completed checkpoints below ``checkpoint_id`` whose commit is pending, oldest
+        first."""
+        pending = []
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is None or int(match.group(1)) >= checkpoint_id:
+                continue
+            earlier = int(match.group(1))
+            if self.commit_log.contains(earlier) or not self.storage.exists(
+                f"{info.path}/{METADATA}"
+            ):
+                continue
+            if not self.storage.exists(f"{info.path}/{COMMITTED}"):
+                pending.append(self._read(earlier, info.path))
+        return sorted(pending, key=lambda c: c.checkpoint_id)
+
+    def _commit_one(
+        self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]
+    ) -> None:
+        """Each sink's commit and post_commit of ``checkpoint``, then the commit record."""
         context = self.commit_context(checkpoint.run_id, checkpoint.checkpoint_id)
         for name, sink in sorted(sinks.items()):
             committables = checkpoint.committables.get(name, [])
+            self.folder.fence(f"commits checkpoint {checkpoint.checkpoint_id} to sink '{name}'")
             try:
                 sink.commit(context, committables)
                 sink.post_commit(context, committables)
@@ -175,6 +205,7 @@ class CheckpointCoordinator:
                 ) from error
         path = f"{self.directory}/chk-{checkpoint.checkpoint_id}/{COMMITTED}"
         self.storage.write_json_atomically(path, {"checkpoint_id": checkpoint.checkpoint_id})
+        self.commit_log.record(checkpoint.checkpoint_id, checkpoint.run_id)
         checkpoint.committed = True
 
     def commit_context(self, run_id: str, checkpoint_id: int) -> CommitContext:
@@ -190,6 +221,7 @@ class CheckpointCoordinator:
         older one. The metadata goes first (the checkpoint is no longer completed), then
         its subtasks' snapshot files, then its folder. A savepoint's own folder is never
         deleted: it belongs to the user, only its ``chk-<N>`` entry goes."""
+        self.folder.fence("deletes old checkpoints")
         completed = []
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
@@ -260,7 +292,8 @@ class CheckpointCoordinator:
                 bool(document["final"]),
                 acknowledgements,
                 dict(document["committables"]),
-                self.storage.exists(f"{folder}/{COMMITTED}"),
+                self.storage.exists(f"{folder}/{COMMITTED}")
+                or self.commit_log.contains(checkpoint_id),
                 str(savepoint) if savepoint is not None else None,
                 dict(document.get("sources") or {}),
             )

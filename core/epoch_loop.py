@@ -16,6 +16,7 @@ How an epoch ends (the termination table):
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,13 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flintlock.core import job_signals
 from flintlock.core.checkpoint_coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint_reader import load_checkpoint
 from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
 from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
-from flintlock.core.job_control import ControlRequest, JobControl
+from flintlock.core.job_control import SIGNAL, ControlRequest, JobControl
+from flintlock.core.job_errors import LeaseLostError
 from flintlock.core.job_graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores, prepare_restore
 from flintlock.core.savepoints import new_savepoint_root
@@ -75,9 +78,10 @@ class EpochLoop:
         """Start (fresh, from ``restore_from``, or continuing the job's last checkpoint)
         and run epochs; the result of the run when it finishes or stops."""
         master = self.master
-        run_id = master.new_run_id()
+        run_id = master.run_id
         restore, states, checkpoint_id = self._starting_point(latest, new_run, run_id)
         master.folder.record_running(run_id)
+        self.control.expire_requests(run_id)  # a new run never acts on an old request
         restores = plan_restores(restore, self.graph) if restore is not None else {}
         finished = finished_in(restore)  # fully finished vertices: skipped (FLIP-147)
         aborted: list[int] = []
@@ -85,7 +89,7 @@ class EpochLoop:
         epoch_started = time.monotonic()
         try:
             while True:
-                request = self.control.next_request()
+                request = self.next_request(run_id)
                 planned = self._plan_sources(states)
                 drain = request is not None and request.action == "stop" and request.drain
                 source_ends = {uid: drain or p.exhausted for uid, p in planned.items()}
@@ -98,7 +102,7 @@ class EpochLoop:
                 if self._out_of_input(request, ends, has_rows):
                     return self._stopped(checkpoint, run_id, started, None)
                 if self._skip_empty(request, ends, has_rows):
-                    epoch_started = self._wait_for_next_epoch(epoch_started, 0.05)
+                    epoch_started = self._wait_for_next_epoch(run_id, epoch_started, 0.05)
                     continue
                 barrier = CheckpointBarrier(
                     checkpoint_id, "savepoint" if request else "checkpoint", final=ends
@@ -128,17 +132,27 @@ class EpochLoop:
                     return self._stopped(checkpoint, run_id, started, None)
                 restores, aborted = self._restores_after(checkpoint), []
                 checkpoint_id += 1
-                epoch_started = self._wait_for_next_epoch(epoch_started)
+                epoch_started = self._wait_for_next_epoch(run_id, epoch_started)
         except Exception as error:
             master.record_failed(run_id, error)
+            if not isinstance(error, LeaseLostError):  # else the requests are not ours
+                with contextlib.suppress(Exception):  # the run's own error matters more
+                    self.control.answer_remaining(run_id, error=f"{type(error).__name__}: {error}")
             raise
+
+    def next_request(self, run_id: str) -> ControlRequest | None:
+        """A stop asked for by a signal to the driver (Ctrl-C), else the oldest request
+        sent to this run."""
+        if job_signals.stop_requested():
+            return ControlRequest(SIGNAL, "stop", run_id=run_id)
+        return self.control.next_request(run_id)
 
     def _starting_point(
         self, latest: CompletedCheckpoint | None, new_run: bool, run_id: str
     ) -> tuple[RestoreSource | None, dict[str, Any], int]:
         """What the first epoch restores, the sources' states, and its checkpoint id."""
         master = self.master
-        next_id = latest.checkpoint_id + 1 if latest is not None else 1
+        next_id = master.next_checkpoint_id(latest)
         restore = master.config.restore
         if restore is not None:
             master.check_restore_storage(restore)
@@ -235,6 +249,8 @@ class EpochLoop:
         details["sources"] = {uid: p.state for uid, p in planned.items()}
         checkpoint = master.run_epoch(plan, final=plan.barrier.final, details=details)
         master.coordinator.commit(checkpoint, master.sinks)
+        # what dead attempts of this epoch staged (a worker killed mid-epoch) goes now
+        master.abort_uncommitted(plan.run_id, checkpoint.committables)
         master.coordinator.retain(master.config.retained_checkpoints)
         for name, sink in master.sinks.items():  # a collect sink holds this epoch's rows
             table = getattr(sink, "result", None)
@@ -304,10 +320,12 @@ class EpochLoop:
         directory = master.config.savepoint_dir or f"{master.folder.path}/savepoints"
         return new_savepoint_root(master.storage, directory, checkpoint_id)
 
-    def _wait_for_next_epoch(self, epoch_started: float, at_least: float = 0.0) -> float:
+    def _wait_for_next_epoch(
+        self, run_id: str, epoch_started: float, at_least: float = 0.0
+    ) -> float:
         """Sleep until the trigger's next epoch (a request starts it at once)."""
         due = epoch_started + max(self.trigger.interval_seconds, at_least)
-        while time.monotonic() < due and self.control.next_request() is None:
+        while time.monotonic() < due and self.next_request(run_id) is None:
             time.sleep(min(0.05, max(0.0, due - time.monotonic())))
         return time.monotonic()
 
@@ -328,6 +346,10 @@ class EpochLoop:
                 run_id, checkpoint.checkpoint_id, self.master.result_document(result)
             )
             self._write_status("FINISHED", run_id, checkpoint.checkpoint_id)
+            final = f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+            self.control.answer_remaining(
+                run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
+            )
             return self._finish_result(result, "FINISHED")
         return self._stopped(checkpoint, run_id, started, savepoint)
 
@@ -346,6 +368,8 @@ class EpochLoop:
             run_id, checkpoint_id, savepoint, master.result_document(result)
         )
         self._write_status("STOPPED", run_id, checkpoint_id, savepoint=savepoint)
+        stopped_at = savepoint or f"{master.folder.checkpoints}/chk-{checkpoint_id}"
+        self.control.answer_remaining(run_id, savepoint=stopped_at, checkpoint_id=checkpoint_id)
         result.savepoint_path = savepoint
         return self._finish_result(result, "STOPPED")
 

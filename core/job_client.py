@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.job_control import JobControl
 from flintlock.core.job_errors import JobControlError
 from flintlock.core.job_folder import IDENTITY, JobFolder
+from flintlock.core.job_status import job_status
 
 if TYPE_CHECKING:
     from flintlock.core.job_master import JobExecutionResult
@@ -51,25 +53,25 @@ class JobClient:
 
     def savepoint(self, timeout: float = 300.0) -> str:
         """Take a savepoint at the next epoch boundary; the job keeps running. Its path."""
-        control = self._control()
-        answer = control.wait(control.request("savepoint"), timeout, self._alive())
+        control = self._control(timeout)
+        answer = control.wait(control.request("savepoint"), timeout)
         return str(answer["savepoint"])
 
     def stop(self, drain: bool = False, timeout: float = 300.0) -> str:
         """Stop with a savepoint at the next epoch boundary (``drain``: end the input
-        first: timers fire, finish, last data committed). The savepoint's path."""
-        control = self._control()
-        answer = control.wait(control.request("stop", drain), timeout, self._alive())
+        first: timers fire, finish, last data committed). The savepoint's path; the final
+        checkpoint's if the request came during the job's final epoch."""
+        control = self._control(timeout)
+        answer = control.wait(control.request("stop", drain), timeout)
         if self._thread is not None:
             self.result(timeout)
         return str(answer["savepoint"])
 
     def status(self) -> dict[str, Any]:
-        """The job's status file: status, latest checkpoint, savepoint, per-epoch figures."""
-        status = self._control().read_status()
-        if status is None:
-            raise JobControlError(f"job '{self.job_name}' has not run as epochs here yet")
-        return status
+        """The job's status: RUNNING under a driver's fresh lease, NOT_RUNNING since its
+        last heartbeat if its driver is gone, else how its last run ended (with its
+        result); its latest checkpoint, savepoint and per-epoch figures."""
+        return job_status(self._folder())
 
     def is_running(self) -> bool:
         """True while the job run this client started (``execute_async``) goes on."""
@@ -86,8 +88,27 @@ class JobClient:
             raise self._outcome["error"]
         return self._outcome["result"]
 
-    def _alive(self) -> Callable[[], bool] | None:
-        """For a job this client runs: whether its thread still runs (a request to a
-        job that ended is never answered)."""
-        thread = self._thread
-        return thread.is_alive if thread is not None else None
+    def _folder(self) -> JobFolder:
+        """The job's folder; a job that never started here is an error (no request may
+        create a job's folder)."""
+        folder = self.folder
+        if not folder.storage.exists(f"{folder.path}/{IDENTITY}"):
+            raise JobControlError(
+                f"there is no job '{self.job_name}' in {folder.storage.base_path} "
+                f"(no {folder.path}/{IDENTITY}): has it ever started there?"
+            )
+        folder.open()
+        return folder
+
+    def _control(self, timeout: float) -> JobControl:
+        """The job's control channel. For a job this client started, first wait (up to
+        ``timeout``) until its driver holds the job's lease: a request made before would
+        find the job not running."""
+        deadline = time.monotonic() + timeout
+        while self.is_running() and time.monotonic() < deadline:
+            if self.folder.storage.exists(f"{self.folder.path}/{IDENTITY}"):
+                control = JobControl(self._folder())
+                if control.running_holder() is not None:
+                    return control
+            time.sleep(0.05)
+        return JobControl(self._folder())

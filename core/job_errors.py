@@ -35,3 +35,18 @@ class SinkOutputError(FlintlockError):
 
 class JobControlError(FlintlockError):
     """A savepoint, stop or status request could not be made or was not carried out."""
+
+
+class JobLeaseError(FlintlockError):
+    """Another driver runs the job: a start is refused while its lease is fresh (the
+    message names the holder's run, host and pid)."""
+
+
+class LeaseLostError(JobLeaseError):
+    """The running driver lost its lease (taken over, deleted or not renewed in time): it
+    stops before it completes a checkpoint, commits or writes the job's result."""
+
+
+class JobCanceled(FlintlockError):
+    """The job was canceled on its driver (a second Ctrl-C or SIGTERM); the result store
+    records CANCELED and the next start continues from the last checkpoint."""

@@ -4,8 +4,9 @@ A job is (checkpoint directory, job name). Its folder ``<checkpoint dir>/<encode
 holds ``_job.json`` (the name and a job id made at the first start, checked at every
 start and against every checkpoint's metadata) and ``_result.json``, the job result store
 (Flink's FLIP-194): RUNNING while a run goes on, then FINISHED with the run's result, or
-FAILED with its error, or STOPPED (an unbounded job stopped, perhaps with a savepoint).
-A start that finds FINISHED returns that result and runs nothing.
+FAILED with its error, STOPPED (an unbounded job stopped, perhaps with a savepoint) or
+CANCELED. A start that finds FINISHED returns that result and runs nothing. While a
+driver holds the job's lease (``job_lease``), every write here is fenced by it.
 """
 
 from __future__ import annotations
@@ -13,18 +14,21 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
 from flintlock.core.job_errors import CheckpointError, JobIdentityError
+
+if TYPE_CHECKING:
+    from flintlock.core.job_lease import JobLease
 
 IDENTITY = "_job.json"
 RESULT = "_result.json"
 MAX_ENCODED_NAME = 200
 """Longest encoded job name: leaves room under the 255-byte file name limit."""
 
-JobStatus = Literal["RUNNING", "FINISHED", "FAILED", "STOPPED"]
-STATUSES = ("RUNNING", "FINISHED", "FAILED", "STOPPED")
+JobStatus = Literal["RUNNING", "FINISHED", "FAILED", "STOPPED", "CANCELED"]
+STATUSES = ("RUNNING", "FINISHED", "FAILED", "STOPPED", "CANCELED")
 
 
 def check_job_name(job_name: object) -> str:
@@ -60,6 +64,14 @@ class JobFolder:
         self.path = storage.job_dir(job_name)
         self.checkpoints = f"{self.path}/checkpoints"
         self._job_id: str | None = None
+        self.lease: JobLease | None = None
+        """The lease of the driver run that uses this folder, once it holds one."""
+
+    def fence(self, action: str) -> None:
+        """The fencing check before the driver publishes: a LeaseLostError if its lease
+        was taken over, removed or not renewed in time (no check without a lease)."""
+        if self.lease is not None:
+            self.lease.check(action)
 
     @property
     def job_id(self) -> str:
@@ -144,7 +156,13 @@ class JobFolder:
         """The run failed; the next start retries it (a pending commit, or anew)."""
         self._write_record("FAILED", run_id, error=f"{type(error).__name__}: {error}")
 
+    def record_canceled(self, run_id: str, checkpoint_id: int | None) -> None:
+        """The run was canceled (a second Ctrl-C): the next start continues from the job's
+        last checkpoint."""
+        self._write_record("CANCELED", run_id, checkpoint_id=checkpoint_id)
+
     def _write_record(self, status: JobStatus, run_id: str, **fields: Any) -> None:
+        self.fence(f"records the job's result ({status})")
         document = {
             "job_name": self.job_name,
             "job_id": self.job_id,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flintlock.core import job_signals
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
@@ -18,9 +19,11 @@ from flintlock.core.epoch_loop import EpochLoop, Progress
 from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
-from flintlock.core.job_errors import RestoreError
+from flintlock.core.job_control import JobControl
+from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.job_folder import JobFolder, JobRecord
 from flintlock.core.job_graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.job_lease import DEFAULT_RENEW_SECONDS, JobLease
 from flintlock.core.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores
 from flintlock.core.savepoints import new_savepoint_root
@@ -76,6 +79,8 @@ class JobConfig:
     """The checked checkpoint a run that starts restores its state from (``restore_from``)."""
     savepoint_dir: str | None = None
     """If set, the run's final snapshot is a savepoint in a new folder under it."""
+    lease_seconds: float = DEFAULT_RENEW_SECONDS
+    """How often the driver renews its lease on the job (it holds for 5 periods)."""
 
 
 class JobMaster:
@@ -105,9 +110,40 @@ class JobMaster:
         progress: Progress | None = None,
     ) -> JobExecutionResult:
         """Return a finished run's result, complete a pending commit, or run the job: one
-        epoch if its sources are bounded, else epochs as ``trigger`` says (``EpochLoop``)."""
+        epoch if its sources are bounded, else epochs as ``trigger`` says (``EpochLoop``).
+
+        The driver holds the job's lease throughout (a second driver is refused), and
+        records CANCELED if the run is interrupted (Ctrl-C, a second stop signal)."""
         started = time.perf_counter()
         self.folder.open()
+        self.run_id = self.new_run_id()
+        lease = JobLease(
+            self.storage,
+            self.folder.path,
+            self.config.job_name,
+            self.run_id,
+            self.config.lease_seconds,
+        )
+        lease.acquire()
+        self.folder.lease = lease
+        job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
+        try:
+            with job_signals.on_cancel(self.cancel_spark_jobs):
+                return self._execute(new_run, trigger, progress, started)
+        except KeyboardInterrupt as interrupt:
+            self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
+            raise
+        finally:
+            self.folder.lease = None
+            lease.release()
+
+    def _execute(
+        self,
+        new_run: bool,
+        trigger: EpochTrigger | None,
+        progress: Progress | None,
+        started: float,
+    ) -> JobExecutionResult:
         record = self.folder.read_record()
         latest = self.coordinator.latest()
         if not new_run:
@@ -119,6 +155,7 @@ class JobMaster:
                 and (record is None or record.run_id == latest.run_id)
             ):
                 return self._complete(latest, started, resumed=True)
+            self.check_resumable(latest)
         loop = EpochLoop(self, trigger or EpochTrigger.processing_time(0.0), progress)
         if loop.streaming is not None:
             return StreamingEpochs(loop).run(latest, started, new_run)
@@ -126,14 +163,40 @@ class JobMaster:
             return loop.run(latest, started, new_run)
         return self._run(latest, started)
 
+    def cancel_spark_jobs(self) -> None:
+        """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+        except Exception:  # Spark Connect has no SparkContext
+            self.spark.interruptAll()
+
+    def check_resumable(self, latest: CompletedCheckpoint | None) -> None:
+        """Refuse a start that would resume before a committed checkpoint: from an older
+        checkpoint (the newest one's metadata lost) or from a savepoint older than it."""
+        log = self.coordinator.commit_log
+        restore = self.config.restore
+        if restore is not None and restore.checkpoint.job_id == self.folder.job_id:
+            log.check_resumable(restore.checkpoint_id, f"restoring {restore.checkpoint.path}")
+        elif restore is None:
+            log.check_resumable(latest.checkpoint_id if latest else None, "this start")
+
+    def next_checkpoint_id(self, latest: CompletedCheckpoint | None) -> int:
+        """The id of a run's first checkpoint: above every completed and committed one."""
+        last = self.coordinator.commit_log.last()
+        highest = max(
+            latest.checkpoint_id if latest is not None else 0,
+            last.checkpoint_id if last is not None else 0,
+        )
+        return highest + 1
+
     def new_run_id(self) -> str:
         """A new run's id (its files and staging names carry it)."""
         return uuid.uuid4().hex[:12]
 
     def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
-        checkpoint_id = latest.checkpoint_id + 1 if latest is not None else 1
-        run_id = self.new_run_id()
+        checkpoint_id = self.next_checkpoint_id(latest)
+        run_id = self.run_id
         maximum = self.config.max_parallelism
         transformations = [with_source_partitions(t, maximum) for t in self.transformations]
         graph = build_job_graph(transformations)
@@ -208,6 +271,10 @@ class JobMaster:
         self.folder.record_finished(
             checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
         )
+        final = f"{self.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+        JobControl(self.folder).answer_remaining(
+            self.run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
+        )
         return result
 
     def check_restore_storage(self, restore: RestoreSource) -> None:
@@ -245,9 +312,18 @@ class JobMaster:
         }
 
     def record_failed(self, run_id: str, error: Exception) -> None:
-        """Record FAILED; if even that fails, say so on the error being raised."""
+        """Record FAILED (CANCELED for a canceled run; nothing once the lease is lost:
+        the result store belongs to the driver that took it); if even that fails, say so
+        on the error being raised."""
+        if isinstance(error, LeaseLostError):
+            return
         try:
-            self.folder.record_failed(run_id, error)
+            if isinstance(error, JobCanceled):
+                latest = self.coordinator.latest()
+                at = latest.checkpoint_id if latest is not None else None
+                self.folder.record_canceled(run_id, at)
+            else:
+                self.folder.record_failed(run_id, error)
         except Exception as recording:  # the job's own error matters more
             if hasattr(error, "add_note"):
                 error.add_note(f"(the job's FAILED result could not be recorded: {recording})")

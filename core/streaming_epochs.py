@@ -52,7 +52,7 @@ class StreamingEpochs:
                 "a streaming DataFrame source keeps Spark's offsets in the job's folder, "
                 "which must be on the local file system for now"
             )
-        self.run_id = master.new_run_id()
+        self.run_id = master.run_id
         restore, states, first_id = loop._starting_point(latest, new_run, self.run_id)
         stream = states.get(self.uid) or {}
         self.offsets = stream.get("offsets") or f"{master.folder.path}/spark-offsets-{self.run_id}"
@@ -61,6 +61,7 @@ class StreamingEpochs:
         self.checkpoint = latest
         self.started = started
         master.folder.record_running(self.run_id)
+        loop.control.expire_requests(self.run_id)
         query = self._writer().start()
         try:
             while query.isActive and not self.stop_now.is_set():
@@ -117,7 +118,7 @@ class StreamingEpochs:
             master.coordinator.commit(latest, master.sinks)  # done before a crash
             self.checkpoint, self.restores = latest, loop._restores_after(latest)
             return
-        request = loop.control.next_request()
+        request = loop.next_request(self.run_id)
         drain = request is not None and request.action == "stop" and request.drain
         parallelism = self.source.parallelism
         frame = batch.repartition(parallelism)

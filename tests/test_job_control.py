@@ -1,9 +1,13 @@
-"""Savepoint and stop requests through a job's folder, and its status lines (no Spark)."""
+"""Savepoint and stop requests through a job's folder, and its status lines (no Spark).
+
+A request goes to the run that holds the job's lease: these tests hold a real lease."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,9 @@ from flintlock.core.checkpoint_storage import CheckpointStorage
 from flintlock.core.job_control import JobControl, progress_line
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.job_folder import JobFolder
+from flintlock.core.job_lease import JobLease
+
+RUN = "run-a"
 
 
 def control_of(tmp_path: Path) -> JobControl:
@@ -20,32 +27,43 @@ def control_of(tmp_path: Path) -> JobControl:
     return JobControl(folder)
 
 
-def test_requests_are_taken_oldest_first_until_answered(tmp_path: Path) -> None:
+@pytest.fixture
+def control(tmp_path: Path) -> Iterator[JobControl]:
+    """The control channel of job 'orders' while run RUN holds its lease."""
     control = control_of(tmp_path)
-    assert control.next_request() is None
+    lease = JobLease(control.storage, control.folder.path, "orders", RUN, renew_seconds=0.2)
+    lease.acquire()
+    yield control
+    lease.release()
+
+
+def test_requests_are_taken_oldest_first_until_answered(control: JobControl) -> None:
+    assert control.next_request(RUN) is None
     savepoint = control.request("savepoint")
     stop = control.request("stop", drain=True)
-    assert control.next_request() == savepoint
+    assert (savepoint.run_id, stop.run_id) == (RUN, RUN)
+    assert control.next_request(RUN) == savepoint
+    assert control.next_request("another-run") is None  # requests belong to their run
     control.answer(savepoint, savepoint="/sp/1")
-    assert control.next_request() == stop
+    assert control.next_request(RUN) == stop
     assert stop.describe() == "stop --drain"
     assert control.wait(savepoint, timeout=1)["savepoint"] == "/sp/1"
+    # the requester removed both files once it had the answer
+    assert sorted(os.listdir(control.directory)) == [f"{stop.request_id}.json"]
 
 
-def test_a_waiting_requester_gets_the_answer_written_later(tmp_path: Path) -> None:
-    control = control_of(tmp_path)
+def test_a_waiting_requester_gets_the_answer_written_later(control: JobControl) -> None:
     request = control.request("stop")
 
     def job_master() -> None:
         time.sleep(0.2)
-        control.answer(control.next_request(), savepoint="/sp/2")  # type: ignore[arg-type]
+        control.answer(control.next_request(RUN), savepoint="/sp/2")  # type: ignore[arg-type]
 
     threading.Thread(target=job_master).start()
     assert control.wait(request, timeout=10)["savepoint"] == "/sp/2"
 
 
-def test_a_failed_request_and_a_missing_answer_are_errors(tmp_path: Path) -> None:
-    control = control_of(tmp_path)
+def test_a_failed_request_and_a_missing_answer_are_errors(control: JobControl) -> None:
     failed = control.request("savepoint")
     control.answer(failed, error="OSError: disk full")
     with pytest.raises(JobControlError, match="the savepoint failed: OSError: disk full"):
@@ -53,12 +71,63 @@ def test_a_failed_request_and_a_missing_answer_are_errors(tmp_path: Path) -> Non
     unanswered = control.request("stop")
     with pytest.raises(JobControlError, match="did not answer the stop request"):
         control.wait(unanswered, timeout=0.1)
-    with pytest.raises(JobControlError, match="ended without answering"):
-        control.wait(unanswered, timeout=10, alive=lambda: False)
 
 
-def test_bad_and_damaged_requests_are_refused(tmp_path: Path) -> None:
+def test_requests_to_a_job_not_running_are_refused_at_once(tmp_path: Path) -> None:
     control = control_of(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(JobControlError, match=r"'orders' is not running \(never ran\)"):
+        control.request("stop")
+    control.folder.record_finished("run-0", 3, {})
+    with pytest.raises(JobControlError, match=r"recorded FINISHED \(run run-0\)"):
+        control.request("savepoint")
+    assert time.monotonic() - started < 1.0
+    assert not os.path.exists(control.directory)  # nothing left behind
+
+
+def test_a_request_expires_with_its_run(tmp_path: Path) -> None:
+    control = control_of(tmp_path)
+    lease = JobLease(control.storage, control.folder.path, "orders", RUN, renew_seconds=0.2)
+    lease.acquire()
+    old = control.request("stop")
+    answered = control.request("savepoint")
+    control.answer(answered, savepoint="/sp/3")
+    lease.release()
+    with pytest.raises(JobControlError, match="did not answer the stop request"):
+        control.wait(old, timeout=10)  # at once: the run it was sent to is gone
+    # a requester that died left its files; a new run removes them and never acts on them
+    lease = JobLease(control.storage, control.folder.path, "orders", "run-b", renew_seconds=0.2)
+    lease.acquire()
+    try:
+        stale = Path(control.directory, "00000000000000000001-dead.json")
+        stale.write_text('{"action": "stop", "drain": false, "run_id": "run-a"}')
+        mine = control.request("savepoint")
+        assert control.next_request("run-b") == mine  # never the old run's stop
+        removed = control.expire_requests("run-b")
+        assert sorted(Path(p).name for p in removed) == sorted(
+            [stale.name, f"{answered.request_id}.json", f"{answered.request_id}.answer.json"]
+        )
+        assert os.listdir(control.directory) == [f"{mine.request_id}.json"]
+    finally:
+        lease.release()
+
+
+def test_a_stop_to_a_run_that_just_finished_is_answered_by_its_end(
+    control: JobControl,
+) -> None:
+    stop = control.request("stop")
+    savepoint = control.request("savepoint")
+    control.folder.lease = None
+    control.folder.record_finished(RUN, 7, {})
+    lease_file = Path(control.folder.path, "_lease.json")
+    lease_file.unlink()  # the run ended and released its lease before it saw the requests
+    answer = control.wait(stop, timeout=10)
+    assert answer == {"savepoint": f"{control.folder.checkpoints}/chk-7", "final": True}
+    with pytest.raises(JobControlError, match="it ended FINISHED"):
+        control.wait(savepoint, timeout=10)
+
+
+def test_bad_and_damaged_requests_are_refused(control: JobControl) -> None:
     with pytest.raises(JobControlError, match="only a stop drains"):
         control.request("savepoint", drain=True)
     with pytest.raises(JobControlError, match="unknown request"):
@@ -67,7 +136,7 @@ def test_bad_and_damaged_requests_are_refused(tmp_path: Path) -> None:
     damaged.parent.mkdir(parents=True)
     damaged.write_text('{"action": "explode"}')
     with pytest.raises(CheckpointError, match=r"0001-x\.json is damaged"):
-        control.next_request()
+        control.next_request(RUN)
 
 
 def test_the_status_keeps_the_newest_epochs_and_prints_them(tmp_path: Path) -> None:

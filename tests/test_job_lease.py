@@ -1,0 +1,253 @@
+"""One driver per job, commits never replayed, a dead job that looks dead (issue 19):
+the lease, the commit record, subsumed commits and the status, without Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.commit_log import CommitLog
+from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
+from flintlock.core.job_folder import JobFolder
+from flintlock.core.job_lease import JobLease, read_holder
+from flintlock.core.job_status import job_status
+from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
+
+
+def job_folder(tmp_path: Path, name: str = "orders") -> JobFolder:
+    folder = JobFolder(CheckpointStorage.from_uri(str(tmp_path)), name)
+    folder.open()
+    return folder
+
+
+def lease_of(folder: JobFolder, run_id: str, renew: float = 0.2) -> JobLease:
+    return JobLease(folder.storage, folder.path, folder.job_name, run_id, renew_seconds=renew)
+
+
+def write_holder(folder: JobFolder, **fields: Any) -> None:
+    """A lease file as another driver would leave it."""
+    now = time.time()
+    document = {
+        "job_name": folder.job_name,
+        "run_id": "other",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "process_started": None,
+        "acquired": now,
+        "renewed": now,
+        "ttl_seconds": 10.0,
+        **fields,
+    }
+    Path(folder.path, "_lease.json").write_text(json.dumps(document))
+
+
+# ---- the lease ----
+
+
+def test_a_second_driver_is_refused_while_the_first_holds_the_lease(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    first, second = lease_of(folder, "run-1"), lease_of(folder, "run-2")
+    first.acquire()
+    try:
+        with pytest.raises(JobLeaseError, match=r"already running: .* held by run run-1 \(pid"):
+            second.acquire()
+        time.sleep(0.5)  # renewals go on, and the first still holds it
+        first.check("commits")
+        holder = read_holder(folder.storage, folder.path)
+        assert holder is not None and holder.run_id == "run-1" and holder.renewed > first._acquired
+    finally:
+        first.release()
+    assert not Path(folder.path, "_lease.json").exists()
+    second.acquire()  # released: the next driver takes it
+    second.release()
+    assert os.listdir(Path(folder.path, "_lease-candidates")) == []
+
+
+def test_of_drivers_starting_together_exactly_one_takes_the_lease(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    for round_number in range(20):
+        leases = [lease_of(folder, f"r{round_number}-{i}") for i in range(4)]
+        barrier = threading.Barrier(len(leases))
+        outcome: dict[str, str] = {}
+
+        def start(
+            lease: JobLease, barrier: threading.Barrier = barrier, outcome: dict = outcome
+        ) -> None:
+            barrier.wait()
+            try:
+                lease.acquire()
+                outcome[lease.run_id] = "holds"
+            except JobLeaseError as error:
+                outcome[lease.run_id] = str(error)
+
+        threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        holders = [run for run, said in outcome.items() if said == "holds"]
+        assert len(holders) == 1, outcome
+        holder = read_holder(folder.storage, folder.path)
+        assert holder is not None and holder.run_id == holders[0]
+        for lease in leases:
+            lease.release()
+
+
+def test_a_lease_taken_over_fences_its_old_holder(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    lease = lease_of(folder, "run-1")
+    lease.acquire()
+    folder.lease = lease
+    write_holder(folder, run_id="run-2")  # another driver took it over
+    with pytest.raises(LeaseLostError, match=r"taken over by run run-2.*stops before it commits"):
+        folder.fence("commits checkpoint 4")
+    with pytest.raises(LeaseLostError):
+        folder.record_finished("run-1", 4, {})  # the result store is fenced too
+    assert not Path(folder.path, "_result.json").exists()
+    lease.release()
+    assert read_holder(folder.storage, folder.path).run_id == "run-2"  # not ours to remove
+
+
+def test_a_lease_that_was_removed_or_not_renewed_is_lost(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    lease = lease_of(folder, "run-1", renew=0.05)
+    lease.acquire()
+    Path(folder.path, "_lease.json").unlink()
+    with pytest.raises(LeaseLostError, match="lease file was removed"):
+        lease.check("completes checkpoint 2")
+    lease.release()
+    stalled = lease_of(folder, "run-2", renew=0.05)
+    stalled.acquire()
+    stalled._stop.set()  # its renewals stop, as in a driver that hangs
+    time.sleep(stalled.ttl_seconds + 0.1)
+    with pytest.raises(LeaseLostError, match="not renewed for"):
+        stalled.check("commits")
+    stalled.release()
+
+
+def test_a_dead_or_expired_holder_is_taken_over(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    write_holder(folder, run_id="killed", pid=int(dead.stdout))  # its process is gone
+    lease = lease_of(folder, "run-1")
+    lease.acquire()  # at once, though the lease is fresh
+    lease.release()
+    write_holder(folder, run_id="elsewhere", host="another-host", renewed=time.time() - 11)
+    lease.acquire()  # on another host: expired after its time to live
+    lease.release()
+    write_holder(folder, run_id="elsewhere", host="another-host")
+    with pytest.raises(JobLeaseError, match="held by run elsewhere"):
+        lease.acquire()
+
+
+# ---- the commit record ----
+
+
+class RecordingSink(TwoPhaseCommitSink):
+    """Records every commit, in order, on the driver."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[int, list[Any]]] = []
+
+    def begin_transaction(self, context: Any, checkpoint_id: int) -> Any:
+        return None
+
+    def write(self, transaction: Any, batch: Any) -> None:
+        pass
+
+    def pre_commit(self, transaction: Any) -> list[Any]:
+        return []
+
+    def abort(self, transaction: Any) -> None:
+        pass
+
+    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+        self.commits.append((context.checkpoint_id, committables))
+
+
+def complete(coordinator: CheckpointCoordinator, checkpoint_id: int) -> Any:
+    ack = {
+        "task_name": "v",
+        "subtask_index": 0,
+        "checkpoint_id": checkpoint_id,
+        "committables": {"sink": [f"file-{checkpoint_id}"]},
+    }
+    return coordinator.complete(checkpoint_id, "run1", False, [ack], {("v", 0)})
+
+
+def test_committing_n_commits_the_earlier_pending_checkpoints_first(tmp_path: Path) -> None:
+    coordinator = CheckpointCoordinator(job_folder(tmp_path))
+    sink = RecordingSink()
+    complete(coordinator, 1)
+    coordinator.commit(coordinator.latest(), {"sink": sink})
+    for checkpoint_id in (2, 3, 4):
+        checkpoint = complete(coordinator, checkpoint_id)
+    coordinator.commit(checkpoint, {"sink": sink})  # 2 and 3 were never committed
+    assert sink.commits == [(n, [f"file-{n}"]) for n in (1, 2, 3, 4)]
+    assert CommitLog(coordinator.folder).committed_ids() == [1, 2, 3, 4]
+    coordinator.commit(checkpoint, {"sink": sink})  # again: only 4 (idempotent commit)
+    assert [n for n, _ in sink.commits] == [1, 2, 3, 4, 4]
+
+
+def test_a_start_behind_a_recorded_commit_is_refused_naming_the_file(tmp_path: Path) -> None:
+    coordinator = CheckpointCoordinator(job_folder(tmp_path))
+    sink = RecordingSink()
+    for checkpoint_id in (1, 2, 3):
+        coordinator.commit(complete(coordinator, checkpoint_id), {"sink": sink})
+    metadata = Path(coordinator.directory, "chk-3", "_metadata.json")
+    metadata.unlink()
+    latest = coordinator.latest()
+    assert latest is not None and latest.checkpoint_id == 2  # the older one is still there
+    log = CommitLog(coordinator.folder)
+    with pytest.raises(CheckpointError, match=rf"checkpoint 3 was committed .*{metadata} is miss"):
+        log.check_resumable(latest.checkpoint_id, "this start")
+    log.check_resumable(3, "this start")  # from 3 on: nothing replayed
+
+
+def test_a_damaged_commit_record_names_its_file(tmp_path: Path) -> None:
+    coordinator = CheckpointCoordinator(job_folder(tmp_path))
+    coordinator.commit(complete(coordinator, 1), {"sink": RecordingSink()})
+    entry = Path(coordinator.folder.path, "_commits", "chk-1.json")
+    entry.write_text("{")
+    with pytest.raises(CheckpointError, match=f"{entry} is not valid JSON"):
+        CommitLog(coordinator.folder).last()
+    Path(coordinator.folder.path, "_commits", "notes.txt").write_text("")
+    with pytest.raises(CheckpointError, match=r"notes\.txt does not belong"):
+        CommitLog(coordinator.folder).last()
+
+
+# ---- status ----
+
+
+def test_the_status_says_running_only_under_a_fresh_lease(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    lease = lease_of(folder, "run-1")
+    lease.acquire()
+    folder.record_running("run-1")
+    assert job_status(folder)["status"] == "RUNNING"
+    lease._stop.set()  # the driver is gone: SIGKILL leaves the lease file behind
+    write_holder(folder, run_id="run-1", host="another-host", renewed=time.time() - 30)
+    status = job_status(folder)
+    assert status["status"] == "NOT_RUNNING" and status["recorded_status"] == "RUNNING"
+    assert status["since"] == pytest.approx(time.time() - 30, abs=2)
+    Path(folder.path, "_lease.json").unlink()
+    folder.record_finished("run-1", 5, {"records_out": {"sink": 10}})
+    status = job_status(folder)
+    assert (status["status"], status["latest_checkpoint"]) == ("FINISHED", 5)
+    assert status["result"] == {"records_out": {"sink": 10}}
