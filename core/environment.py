@@ -20,6 +20,7 @@ from flintlock.core.job_client import JobClient
 from flintlock.core.job_control import PROGRESS_ENV, progress_line
 from flintlock.core.job_folder import check_job_name
 from flintlock.core.job_graph import GraphError, InputEdge, Transformation
+from flintlock.core.job_lease import DEFAULT_RENEW_SECONDS
 from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.core.operator import StreamOperator
 from flintlock.core.parquet_source import ParquetSource
@@ -48,7 +49,9 @@ class StreamExecutionEnvironment:
     """Where a program is built and run: parallelism, Spark session, checkpoint storage.
 
     With no session given it uses the active one, or starts an embedded local one and
-    stops it after ``execute``. Outside local mode ``checkpoint_dir`` is required.
+    stops it after ``execute``. Outside local mode ``checkpoint_dir`` is required. The
+    driver running a job holds a lease on it, renewed every ``lease_seconds`` (a lease
+    not renewed for 5 periods is taken over by the next start).
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class StreamExecutionEnvironment:
         master: str | None = None,
         keep_temporary_checkpoints: bool = False,
         retained_checkpoints: int = 1,
+        lease_seconds: float = DEFAULT_RENEW_SECONDS,
     ) -> None:
         if not _is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
@@ -85,6 +89,12 @@ class StreamExecutionEnvironment:
                 f"completed checkpoints a job keeps)"
             )
         self.retained_checkpoints = retained_checkpoints
+        if not isinstance(lease_seconds, int | float) or not lease_seconds > 0:
+            raise GraphError(
+                f"lease_seconds {lease_seconds!r} must be a number > 0 (how often the driver "
+                f"renews its lease on the job)"
+            )
+        self.lease_seconds = float(lease_seconds)
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend
         self.plugins = list(plugins)
@@ -303,6 +313,7 @@ class StreamExecutionEnvironment:
                 self.plugins,
                 retained_checkpoints=self.retained_checkpoints,
                 restore=restore,
+                lease_seconds=self.lease_seconds,
             )
             if progress is None and os.environ.get(PROGRESS_ENV, "") not in ("", "0"):
                 progress = print_progress

@@ -133,16 +133,20 @@ class EpochLoop:
                 restores, aborted = self._restores_after(checkpoint), []
                 checkpoint_id += 1
                 epoch_started = self._wait_for_next_epoch(run_id, epoch_started)
-        except Exception as error:
+        except Exception as failure:
+            error = job_signals.as_canceled(failure)
             master.record_failed(run_id, error)
             if not isinstance(error, LeaseLostError):  # else the requests are not ours
                 with contextlib.suppress(Exception):  # the run's own error matters more
                     self.control.answer_remaining(run_id, error=f"{type(error).__name__}: {error}")
-            raise
+            if error is failure:
+                raise
+            raise error from failure
 
     def next_request(self, run_id: str) -> ControlRequest | None:
         """A stop asked for by a signal to the driver (Ctrl-C), else the oldest request
         sent to this run."""
+        job_signals.check_canceled()
         if job_signals.stop_requested():
             return ControlRequest(SIGNAL, "stop", run_id=run_id)
         return self.control.next_request(run_id)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
+from flintlock.core import job_signals
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.job_folder import JobFolder
 from flintlock.core.job_lease import LeaseHolder, read_holder
@@ -218,7 +219,14 @@ class JobControl:
 
     def answer(self, request: ControlRequest, **fields: Any) -> None:
         """Record the outcome of ``request`` (``savepoint=path`` or ``error=text``)."""
-        if request.request_id == SIGNAL:
+        if request.request_id == SIGNAL:  # asked for by Ctrl-C: tell the terminal
+            if fields.get("error"):
+                job_signals.announce(f"the stop failed: {fields['error']}")
+            else:
+                job_signals.announce(
+                    f"stopped with savepoint {fields.get('savepoint')}; the next start "
+                    f"continues from it"
+                )
             return
         path = f"{self.directory}/{request.request_id}{ANSWER}"
         self.storage.write_json_atomically(path, {"answered": time.time(), **fields})

@@ -115,7 +115,6 @@ class JobMaster:
         The driver holds the job's lease throughout (a second driver is refused), and
         records CANCELED if the run is interrupted (Ctrl-C, a second stop signal)."""
         started = time.perf_counter()
-        self.folder.open()
         self.run_id = self.new_run_id()
         lease = JobLease(
             self.storage,
@@ -124,10 +123,11 @@ class JobMaster:
             self.run_id,
             self.config.lease_seconds,
         )
-        lease.acquire()
-        self.folder.lease = lease
+        lease.acquire()  # first: the job's identity is made under it at the first start
         job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
         try:
+            self.folder.open()
+            self.folder.lease = lease
             with job_signals.on_cancel(self.cancel_spark_jobs):
                 return self._execute(new_run, trigger, progress, started)
         except KeyboardInterrupt as interrupt:
@@ -233,9 +233,12 @@ class JobMaster:
         )
         try:
             checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
-        except Exception as error:
+        except Exception as failure:
+            error = job_signals.as_canceled(failure)
             self.record_failed(run_id, error)
-            raise
+            if error is failure:
+                raise
+            raise error from failure
         return self._complete(checkpoint, started)
 
     def run_epoch(

@@ -13,6 +13,8 @@ from importlib import metadata
 
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job_control import PROGRESS_ENV
+from flintlock.core.job_errors import JobCanceled
+from flintlock.core.job_signals import stop_signals
 from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
 from flintlock.core.registry import KINDS, build_registry
 from flintlock.core.spark_session import SparkSetupError
@@ -29,6 +31,9 @@ RUN_DESCRIPTION = """\
 Run a Python job file as __main__. The StreamExecutionEnvironments it creates default
 to the options given here; with no Spark session active and no --master, an embedded
 local Spark starts by itself.
+
+Ctrl-C (or SIGTERM) stops an unbounded job at its next epoch boundary with a savepoint;
+a second one cancels it. Either way its next start continues from there.
 
 Arguments after the job file are the job's own (its sys.argv[1:]); put them after '--'
 when they start with '-':
@@ -100,11 +105,20 @@ def run_job(
         environment[NEW_RUN_ENV] = "1"
     environment[PROGRESS_ENV] = "1"  # unbounded jobs print a line per epoch
     try:
-        with job_process_settings([path, *(job_args or [])], environment):
+        with job_process_settings([path, *(job_args or [])], environment), stop_signals():
             runpy.run_path(path, run_name="__main__")
     except SparkSetupError as error:
         print(f"flintlock: error: {error}", file=sys.stderr)
         return 2
+    except JobCanceled as error:
+        print(
+            f"flintlock: {error}; the next start continues from its last checkpoint",
+            file=sys.stderr,
+        )
+        return 130
+    except KeyboardInterrupt:
+        print("flintlock: interrupted", file=sys.stderr)
+        return 130
     except FlintlockError as error:
         print(f"flintlock: job failed: {error}", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 from flintlock.core.checkpoint_storage import CheckpointStorage
@@ -13,6 +14,7 @@ from flintlock.core.job_client import JobClient
 from flintlock.core.job_control import progress_line
 from flintlock.core.job_errors import JobControlError
 from flintlock.core.job_folder import IDENTITY
+from flintlock.core.job_status import NOT_RUNNING
 
 
 def add_job_commands(commands: Any) -> None:
@@ -74,15 +76,35 @@ def client_for(job: str, checkpoint_dir: str | None) -> JobClient:
 
 
 def describe_status(status: dict[str, Any]) -> str:
-    """The status file as a few lines of text: the job, then one line per epoch."""
-    trigger = status.get("trigger", {})
+    """The status as a few lines of text: the job and how it runs or ended, its result,
+    then one line per epoch."""
+    state = status["status"]
+    if state == NOT_RUNNING:
+        since = status.get("since")
+        when = (
+            f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))} "
+            f"({time.time() - since:.0f} s ago, its last heartbeat)"
+            if since
+            else ""
+        )
+        state = f"NOT RUNNING{when}: its driver is gone (recorded {status['recorded_status']})"
+    elif state == "RUNNING" and status.get("pid"):
+        state = f"RUNNING (pid {status['pid']} on host {status['host']})"
     lines = [
-        f"job {status['job_name']!r}  {status['status']}  run {status['run_id']}  "
-        f"latest checkpoint {status['latest_checkpoint']}",
-        f"trigger {trigger.get('kind')} {trigger.get('seconds', 0)} s",
+        f"job {status['job_name']!r}  {state}  run {status.get('run_id')}  "
+        f"latest checkpoint {status.get('latest_checkpoint')}"
     ]
+    trigger = status.get("trigger")
+    if trigger:
+        lines.append(f"trigger {trigger.get('kind')} {trigger.get('seconds', 0)} s")
     if status.get("savepoint"):
         lines.append(f"savepoint {status['savepoint']}")
+    if status.get("error"):
+        lines.append(f"error {status['error']}")
+    result = status.get("result") or {}
+    if result.get("records_out"):
+        records = ", ".join(f"{name} {n:,}" for name, n in result["records_out"].items())
+        lines.append(f"result: records out {records} in {result.get('duration_seconds', 0):.2f} s")
     for epoch in status.get("epochs", []):
         lines.append(progress_line(epoch))
     return "\n".join(lines)

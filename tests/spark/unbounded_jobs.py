@@ -51,16 +51,24 @@ class RunningSumUntilTheEnd(KeyedProcessFunction):
 
 
 def build(
-    spark: Any, base: str, plugins: list[Any] = (), end: int | None = None, per_epoch: int = 300
+    spark: Any,
+    base: str,
+    plugins: list[Any] = (),
+    end: int | None = None,
+    per_epoch: int = 300,
+    sink: FileSink | None = None,
+    function: KeyedProcessFunction | None = None,
+    **options: Any,
 ) -> StreamExecutionEnvironment:
-    """The job: ``per_epoch`` ids per epoch (up to ``end``), summed per ``id % KEYS``."""
+    """The job: ``per_epoch`` ids per epoch (up to ``end``), summed per ``id % KEYS``;
+    ``options`` go to the environment (``lease_seconds``, ``retained_checkpoints``)."""
     env = StreamExecutionEnvironment(
-        parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk", plugins=list(plugins)
+        parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk", plugins=list(plugins), **options
     )
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     stream = env.from_sequence(end=end, rows_per_epoch=per_epoch, watermark_strategy=strategy)
-    keyed = stream.key_by(lambda row: row["id"] % KEYS).process(RunningSumUntilTheEnd())
-    keyed.sink_to(FileSink(f"{base}/out"), name="files")
+    keyed = stream.key_by(lambda row: row["id"] % KEYS).process(function or RunningSumUntilTheEnd())
+    keyed.sink_to(sink or FileSink(f"{base}/out"), name="files")
     return env
 
 
