@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 from killed_driver_job import ROWS, build
 
+from flintlock.cli import main
 from flintlock.core.job_errors import SinkOutputError
 from flintlock.sinks.files import FileSink
 
@@ -50,6 +51,22 @@ def test_killed_after_the_final_commit_then_started_again(spark: Any, tmp_path: 
     stored = third.execute("killed")  # FINISHED is recorded now: the stored result
     assert stored.already_finished and stored.run_id == result.run_id
     assert sorted(stored.collected["rows"].column("v").to_pylist()) == list(range(ROWS))
+    assert committed(tmp_path) == list(range(ROWS))
+
+
+def test_flintlock_status_shows_a_finished_bounded_jobs_result(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env, _ = build(spark, str(tmp_path), FileSink(str(tmp_path / "out")))
+    result = env.execute("bounded job")
+    assert main(["status", "bounded job", "--checkpoint-dir", f"{tmp_path}/chk"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == (
+        f"job 'bounded job'  FINISHED  run {result.run_id}  latest checkpoint "
+        f"{result.checkpoint_id}"
+    )
+    records = ", ".join(f"{name} {count:,}" for name, count in result.records_out.items())
+    assert shown[1].startswith(f"result: records out {records} in ")
     assert committed(tmp_path) == list(range(ROWS))
 
 
