@@ -39,18 +39,6 @@ class JobClient:
         self._thread = threading.Thread(target=body, name=f"flintlock-{self.job_name}")
         self._thread.start()
 
-    def _control(self) -> JobControl:
-        """The job's control channel; a job that never started here is an error (no
-        request may create a job's folder)."""
-        folder = self.folder
-        if not folder.storage.exists(f"{folder.path}/{IDENTITY}"):
-            raise JobControlError(
-                f"there is no job '{self.job_name}' in {folder.storage.base_path} "
-                f"(no {folder.path}/{IDENTITY}): has it ever started there?"
-            )
-        folder.open()
-        return JobControl(folder)
-
     def savepoint(self, timeout: float = 300.0) -> str:
         """Take a savepoint at the next epoch boundary; the job keeps running. Its path."""
         control = self._control(timeout)
