@@ -130,6 +130,9 @@ class TaskRestore:
     checkpoint_id: int
     snapshots: list[TaskSnapshot]
     aborted: list[int] = field(default_factory=list)
+    finished_at: int | None = None
+    """The checkpoint the subtask finished in, if it stays finished in the restored run:
+    it then runs no operator, as a subtask of a fully finished vertex (FLIP-147)."""
 
     def __post_init__(self) -> None:
         if any(a <= self.checkpoint_id for a in self.aborted):
@@ -140,8 +143,9 @@ class TaskRestore:
 
     def ended_inputs(self) -> set[int]:
         """Inputs whose end_input was called before (in every old subtask it restores);
-        none if it restores a finished subtask (a new run over a final savepoint)."""
-        if not self.snapshots or any(s.finished_at is not None for s in self.snapshots):
+        none if every one of them finished (a new run over a final savepoint). A finished
+        sibling of a partially finished vertex ended all its inputs: it holds none back."""
+        if not self.snapshots or all(s.finished_at is not None for s in self.snapshots):
             return set()
         return set.intersection(*(set(s.ended_inputs) for s in self.snapshots))
 
