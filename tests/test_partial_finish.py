@@ -72,18 +72,56 @@ def test_an_input_ended_in_an_earlier_epoch_is_not_ended_again_after_restore(
     assert (final.ended_inputs, final.finished_at, final.final) == ([1, 2], 2, True)
 
 
-def test_ended_inputs_of_a_restore_are_those_every_old_subtask_ended() -> None:
-    harness = TwoInputHarness(Union2("co"))
+def test_ended_inputs_of_a_restore_are_its_own_or_after_a_rescale_those_all_ended() -> None:
+    harness = TwoInputHarness(Union2("co"), parallelism=2)
     harness.end_input(1)
-    snapshot = harness.checkpoint(1)
-    other = replace(snapshot, subtask_index=1, ended_inputs=[1, 2])
-    assert TaskRestore(1, [snapshot, other]).ended_inputs() == {1}
-    assert TaskRestore(1, []).ended_inputs() == set()
+    mine = harness.checkpoint(1)  # subtask 0 of 2 ended input 1
+    sibling = replace(mine, subtask_index=1, ended_inputs=[2])
+    restore = TaskRestore(1, [mine, sibling])
+    assert restore.ended_inputs(0, 2) == {1}  # unchanged parallelism: its own ends
+    assert restore.ended_inputs(1, 2) == {2}
+    assert restore.ended_inputs(0, 3) == set()  # rescaled: those every old subtask ended
+    assert TaskRestore(1, [mine, replace(sibling, ended_inputs=[1, 2])]).ended_inputs(2, 3) == {1}
+    assert TaskRestore(1, []).ended_inputs(0, 1) == set()
     # a finished sibling (a partially finished vertex) ended every input: it holds none back
-    finished = replace(other, finished_at=1)
-    assert TaskRestore(1, [snapshot, finished]).ended_inputs() == {1}
+    finished = replace(sibling, ended_inputs=[1, 2], finished_at=1)
+    assert TaskRestore(1, [mine, finished]).ended_inputs(0, 3) == {1}
     # every old subtask finished (a final savepoint run anew): its inputs end again
-    assert TaskRestore(1, [replace(snapshot, finished_at=1), finished]).ended_inputs() == set()
+    ended = TaskRestore(1, [replace(mine, finished_at=1), finished])
+    assert (ended.ended_inputs(0, 2), ended.ended_inputs(0, 3)) == (set(), set())
+
+
+def test_an_input_that_ended_in_one_subtask_only_ends_once_there(
+    make_recorder: Callable[[], LifecycleRecorder],
+) -> None:
+    """A two-input vertex fed by forward edges: input 1's upstream subtask 0 finished
+    alone in epoch 1, so only subtask 0 of this vertex saw input 1 end."""
+    recorders = [make_recorder() for _ in range(2)]
+
+    def subtask(index: int, restore: Any = None) -> TwoInputHarness:
+        return TwoInputHarness(
+            Union2("co"), parallelism=2, subtask_index=index, restore_from=restore
+        )
+
+    zero, one = subtask(0), subtask(1)
+    zero.end_input(1)
+    one.process_batch(batch(1), input_index=1)
+    old = [zero.checkpoint(1), one.checkpoint(1)]
+    assert [s.ended_inputs for s in old] == [[1], []]
+    restored = TwoInputHarness(
+        Union2("co"),
+        parallelism=2,
+        subtask_index=0,
+        restore_from=TaskRestore(1, old),  # every old subtask's snapshot, as plan_restores
+        plugins=[recorders[0]],
+    )
+    restored.end_input(1)  # the finished upstream subtask forwards its end again
+    restored.process_batch(batch(2), input_index=2)
+    restored.end_input(2)
+    restored.complete(2)
+    calls = recorders[0].calls(exclude={"state"})
+    ends = [c for c in calls if c[0] in {"operator_end_input", "operator_finish"}]
+    assert ends == [("operator_end_input", "co", 2), ("operator_finish", "co")]  # not 1 again
 
 
 def test_a_vertex_is_fully_finished_once_all_its_subtasks_finished() -> None:
