@@ -4,7 +4,7 @@ take them through their lifecycle in the documented order."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -19,6 +19,9 @@ from flintlock.core.snapshots import OperatorSnapshot, TaskRestore
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.state.handler import initialize_operator_state, snapshot_operator_state
 from flintlock.core.task_info import TaskInfo
+
+if TYPE_CHECKING:
+    from flintlock.core.timers import InternalTimerService
 
 
 class OperatorChain:
@@ -159,16 +162,26 @@ class OperatorChain:
         self._call(head, "end_input", lambda: head.end_input(input_index), input_index=input_index)
 
     def finish_operators(self) -> None:
-        """finish, FIRST to last: each chained operator gets end_input(1) right after the
-        previous one finished, then finishes itself; nothing is emitted after a finish."""
+        """finish, FIRST to last: each operator's due processing-time timers fire (their
+        output flows on as usual), then, after the head, end_input(1), its due timers once
+        more, and finish. Its processing time is quiesced right before finish: timers in
+        the future and those registered in finish never fire; nothing is emitted after it."""
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
-            if position > 0:
-                self._call(op, "end_input", lambda op=op: op.end_input(1), input_index=1)
             timers = getattr(op.context, "timers", None)
+            if position > 0:
+                self._fire_due_processing_timers(timers)
+                self._call(op, "end_input", lambda op=op: op.end_input(1), input_index=1)
+            self._fire_due_processing_timers(timers)
             if timers is not None:
-                timers.quiesce_processing_time()  # pending ones never fire, as in Flink
+                timers.quiesce_processing_time()
             self._call(op, "finish", op.finish)
             output.seal(op.name)
+
+    def _fire_due_processing_timers(self, timers: InternalTimerService | None) -> None:
+        """Fire one operator's processing-time timers at or below the task's clock now
+        (Flink runs the timer mails already due before an operator's finish)."""
+        if timers is not None:
+            timers.advance_processing_time(self.processing_time.clock())
 
     def snapshot_states(
         self, checkpoint_id: int, storage: CheckpointStorage, directory: str

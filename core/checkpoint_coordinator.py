@@ -105,6 +105,7 @@ class CheckpointCoordinator:
             "run_id": run_id,
             "final": final,
             "finished_vertices": fully_finished(ordered, checkpoint_id),
+            "finished_subtasks": subtasks_finished(ordered, checkpoint_id),
             **(details or {}),
         }
         label = "savepoint" if snapshot_root else "final checkpoint" if final else "checkpoint"
@@ -327,7 +328,29 @@ def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -
     finished: dict[str, int | None] = {}
     for ack in acknowledgements:
         name = ack["task_name"]
-        at = ack.get("finished_at") or checkpoint_id if ack.get("finished") else None
+        at = _finished_at(ack, checkpoint_id)
         known = finished.get(name, at)
         finished[name] = None if at is None or known is None else max(known, at)
     return {name: at for name, at in sorted(finished.items()) if at is not None}
+
+
+def subtasks_finished(
+    acknowledgements: list[dict[str, Any]], checkpoint_id: int
+) -> dict[str, dict[str, int]]:
+    """Vertex name -> {subtask index (as a JSON key): the checkpoint it finished in}, for
+    every subtask that acknowledged ``checkpoint_id`` as finished, whether its vertex
+    finished fully or its siblings go on (FLIP-147 at subtask granularity)."""
+    finished: dict[str, dict[str, int]] = {}
+    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
+        at = _finished_at(ack, checkpoint_id)
+        if at is not None:
+            finished.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = at
+    return finished
+
+
+def _finished_at(ack: dict[str, Any], checkpoint_id: int) -> int | None:
+    """The checkpoint an acknowledging subtask finished in (this one for an ack from
+    before ``finished_at``); None if it did not finish."""
+    if not ack.get("finished"):
+        return None
+    return int(ack.get("finished_at") or checkpoint_id)

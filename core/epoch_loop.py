@@ -31,13 +31,14 @@ from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
 from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.execution_plan import ExecutionPlan
+from flintlock.core.finished_subtasks import epoch_has_work, finished_subtasks
 from flintlock.core.job_control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job_errors import LeaseLostError
 from flintlock.core.job_graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.restore import RestoreSource, operator_uids, plan_restores, prepare_restore
 from flintlock.core.savepoints import new_savepoint_root
 from flintlock.core.snapshots import TaskRestore
-from flintlock.core.source import SourceEpoch, SourceOperator
+from flintlock.core.source import SourceOperator
 from flintlock.core.spark_sources import with_source_partitions
 from flintlock.core.streaming_source import StreamingDataFrameSource
 
@@ -94,11 +95,9 @@ class EpochLoop:
                 drain = request is not None and request.action == "stop" and request.drain
                 source_ends = {uid: drain or p.exhausted for uid, p in planned.items()}
                 ends = all(source_ends.values())  # the job's input ends: its final checkpoint
-                has_rows = any(any(p.assignments) for p in planned.values()) or any(
-                    source_ends[self.uids[name]] and vertex not in finished
-                    for name, vertex in source_vertices(self.graph).items()
-                    if name in self.sources
-                )  # a source whose input ends now finishes in an epoch of its own
+                has_rows = epoch_has_work(
+                    self.graph, self.uids, planned, source_ends, finished, restores
+                )  # a source subtask whose input ends now finishes in an epoch of its own
                 if self._out_of_input(request, ends, has_rows):
                     return self._stopped(checkpoint, run_id, started, None)
                 if self._skip_empty(request, ends, has_rows):
@@ -222,10 +221,9 @@ class EpochLoop:
             restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
         names = [*self.sources, *([self.streaming.name] if self.streaming is not None else [])]
         source_epochs = {
-            name: [
-                SourceEpoch(a, ends if isinstance(ends, bool) else ends[self.uids[name]])
-                for a in planned[self.uids[name]].assignments
-            ]
+            name: planned[self.uids[name]].source_epochs(
+                ends if isinstance(ends, bool) else ends[self.uids[name]]
+            )
             for name in names
         }
         return ExecutionPlan(
@@ -242,6 +240,7 @@ class EpochLoop:
             restores=restores,
             source_epochs=source_epochs,
             snapshot_root=snapshot_root,
+            finished_subtasks=finished_subtasks(self.graph, restores),
         )
 
     def _run_epoch(
@@ -424,15 +423,6 @@ def unbounded_sources(
             f"are the epochs); this one reads {names}"
         )
     return found, (streaming[0] if streaming else None)
-
-
-def source_vertices(graph: JobGraph) -> dict[str, str]:
-    """Source operator name -> the name of the vertex it heads."""
-    return {
-        v.transformations[0].name: v.name
-        for v in graph.vertices.values()
-        if v.transformations[0].is_source
-    }
 
 
 def finished_in(restore: RestoreSource | None) -> dict[str, int]:

@@ -29,7 +29,38 @@ class EpochSplits:
     state: Any
     """The enumerator's JSON state once these splits are read: where the next epoch starts."""
     exhausted: bool = False
-    """No input will ever follow these splits: the source's input ends with this epoch."""
+    """No input will ever follow these splits: the source's input ends with this epoch
+    (every subtask's). True as well once every ``exhausted_subtasks`` flag is."""
+    exhausted_subtasks: list[bool] | None = None
+    """Per subtask, optional: no input will ever follow this subtask's splits, so it ends
+    its input and finishes in this epoch while its siblings go on (FLIP-147, Flink's
+    ``signalNoMoreSplits`` per reader). Once set, a subtask's flag stays set in every
+    later plan, and a finished subtask is never assigned splits again."""
+
+    def __post_init__(self) -> None:
+        flags = self.exhausted_subtasks
+        if flags is None:
+            return
+        if len(flags) != len(self.assignments):
+            raise ValueError(
+                f"exhausted_subtasks has {len(flags)} flags for {len(self.assignments)} "
+                f"assignments: give one per subtask"
+            )
+        if flags and all(flags):
+            object.__setattr__(self, "exhausted", True)
+
+    def subtask_exhausted(self, subtask_index: int) -> bool:
+        """True if ``subtask_index``'s input ends with this epoch (alone or with all)."""
+        flags = self.exhausted_subtasks
+        return self.exhausted or (flags is not None and flags[subtask_index])
+
+    def source_epochs(self, ends: bool = False) -> list[SourceEpoch]:
+        """What each subtask is told: its splits, and whether its input ends with them
+        (every subtask's when ``ends``, e.g. a stop with drain)."""
+        return [
+            SourceEpoch(splits, ends or self.subtask_exhausted(subtask))
+            for subtask, splits in enumerate(self.assignments)
+        ]
 
 
 class UnboundedSource(Source):

@@ -38,6 +38,9 @@ class ExecutionPlan:
     finished_vertices: dict[str, int] = field(default_factory=dict)
     """Fully finished vertex name -> the checkpoint it finished in: its subtasks run no
     operator, they only forward the end of their output and acknowledge (FLIP-147)."""
+    finished_subtasks: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Vertex name -> {subtask: the checkpoint it finished in}: finished subtasks of
+    vertices whose other subtasks still run; they run no operator either."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()
@@ -51,6 +54,11 @@ class ExecutionPlan:
             self.stage_widths.append(start)
         self.stage_widths.append(1)  # the final acknowledgement stage
         self.ack_stage = len(layers)
+
+    def finished_at(self, vertex_name: str, subtask: int) -> int | None:
+        """The checkpoint a finished subtask finished in; None if it runs this epoch."""
+        at = self.finished_vertices.get(vertex_name)
+        return at if at is not None else self.finished_subtasks.get(vertex_name, {}).get(subtask)
 
     @property
     def vertices(self) -> dict[int, JobVertex]:

@@ -1,4 +1,5 @@
-"""A subtask of a fully finished vertex in a later epoch (FLIP-147).
+"""A finished subtask in a later epoch (FLIP-147): of a fully finished vertex, or one
+that finished alone while its siblings go on (``core/finished_subtasks.py``).
 
 Its operators finished in an earlier checkpoint and get no call at all: the Spark
 partition only tells downstream that this output ended (MAX_WATERMARK, END_OF_INPUT),
@@ -57,7 +58,7 @@ def run_finished_subtask(
         final=barrier.final,
         operators={},
         ended_inputs=sorted(vertex.channels_per_input(plan.vertices)),
-        finished_at=plan.finished_vertices[vertex.name],
+        finished_at=plan.finished_at(vertex.name, info.subtask_index),
     )
     writer.acknowledge(
         TaskAcknowledgement(

@@ -108,6 +108,10 @@ class InputGate:
             return True
         return False
 
+    def channel_ended(self, input_index: int, channel: int) -> bool:
+        """True once ``channel`` of ``input_index`` delivered its end of input."""
+        return channel in self._ended[input_index]
+
     def on_barrier(self, barrier: CheckpointBarrier) -> CheckpointBarrier | None:
         """Align barriers: the barrier once every channel of every input delivered it."""
         self._check_channel(barrier.input_index, barrier.channel)

@@ -31,7 +31,12 @@ class InputStreamTask(StreamTask):
             )
         self.gate = InputGate(channels)
         restore = self.environment.restore
-        self.ended_before = restore.ended_inputs() if restore is not None else set()
+        info = self.info
+        self.ended_before = (
+            restore.ended_inputs(info.subtask_index, info.parallelism)
+            if restore is not None
+            else set()
+        )
         """Inputs that ended in an earlier epoch: end_input is called once in a job's life."""
 
     def run(self) -> None:

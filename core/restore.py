@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from flintlock.core.checkpoint_reader import Checkpoint, load_checkpoint, verify_state_files
+from flintlock.core.finished_subtasks import restored_finishes
 from flintlock.core.job_errors import RestoreError
 from flintlock.core.job_graph import GraphError
 from flintlock.core.key_groups import key_group_range
@@ -89,14 +90,16 @@ def prepare_restore(
 
 
 def plan_restores(source: RestoreSource, graph: JobGraph) -> dict[tuple[int, int], TaskRestore]:
-    """What every subtask of every vertex restores from (each gets one: is_restored)."""
+    """What every subtask of every vertex restores from (each gets one: is_restored), and
+    whether it stays finished (``core/finished_subtasks.py``)."""
     checkpoint = source.checkpoint
+    finished = restored_finishes(checkpoint, graph)
     restores = {}
     for vertex in graph.vertices.values():
         mine = {t.name for t in vertex.transformations}
         names = {old: new for old, new in source.names.items() if new in mine}
         for subtask in range(vertex.parallelism):
-            restores[(vertex.id, subtask)] = subtask_restore(
+            restore = subtask_restore(
                 checkpoint.checkpoint_id,
                 checkpoint.subtasks,
                 names,
@@ -104,6 +107,8 @@ def plan_restores(source: RestoreSource, graph: JobGraph) -> dict[tuple[int, int
                 vertex.parallelism,
                 checkpoint.max_parallelism,
             )
+            at = finished.get((vertex.id, subtask))
+            restores[(vertex.id, subtask)] = replace(restore, finished_at=at)
     return restores
 
 

@@ -130,6 +130,9 @@ class TaskRestore:
     checkpoint_id: int
     snapshots: list[TaskSnapshot]
     aborted: list[int] = field(default_factory=list)
+    finished_at: int | None = None
+    """The checkpoint the subtask finished in, if it stays finished in the restored run:
+    it then runs no operator, as a subtask of a fully finished vertex (FLIP-147)."""
 
     def __post_init__(self) -> None:
         if any(a <= self.checkpoint_id for a in self.aborted):
@@ -138,12 +141,21 @@ class TaskRestore:
                 f"checkpoint {self.checkpoint_id}"
             )
 
-    def ended_inputs(self) -> set[int]:
-        """Inputs whose end_input was called before (in every old subtask it restores);
-        none if it restores a finished subtask (a new run over a final savepoint)."""
-        if not self.snapshots or any(s.finished_at is not None for s in self.snapshots):
+    def ended_inputs(self, subtask_index: int, parallelism: int) -> set[int]:
+        """Inputs whose end_input was called before, so the restored subtask does not call
+        it again: at unchanged parallelism those its own old subtask ended (an input can
+        end in one subtask only, FLIP-147), after a rescale those every old subtask ended;
+        none if they all finished (a new run over a final savepoint)."""
+        own = [
+            s
+            for s in self.snapshots
+            if (s.subtask_index, s.parallelism) == (subtask_index, parallelism)
+        ]
+        rescaled = any(s.parallelism != parallelism for s in self.snapshots)
+        relevant = self.snapshots if rescaled or not own else own
+        if not relevant or all(s.finished_at is not None for s in relevant):
             return set()
-        return set.intersection(*(set(s.ended_inputs) for s in self.snapshots))
+        return set.intersection(*(set(s.ended_inputs) for s in relevant))
 
     def operator_snapshots(self, operator: str) -> list[OperatorSnapshot]:
         """Every old subtask's snapshot of ``operator`` (empty if it is new)."""

@@ -62,7 +62,7 @@ class StageFunction:
             job_name=plan.job_name,
             job_id=plan.job_id,
         )
-        if vertex.name in plan.finished_vertices:
+        if plan.finished_at(vertex.name, subtask) is not None:
             yield from self._run_finished(info, vertex, subtask, batches)
             return
         try:
@@ -87,7 +87,8 @@ class StageFunction:
     def _run_finished(
         self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
-        """A subtask of a fully finished vertex: no plugin, no operator, no lifecycle call."""
+        """A finished subtask (of a fully finished vertex, or alone): no plugin, no
+        operator, no lifecycle call."""
         plan = self.plan
         writer = MessageWriter(plan, vertex, subtask)
         reader = None
@@ -96,6 +97,9 @@ class StageFunction:
         yield from _in_greenlet(
             lambda: run_finished_subtask(plan, vertex, info, writer, reader), writer
         )
+        if reader is None:
+            for _ in batches:  # read to the end, so PySpark reuses the worker (see __call__)
+                pass
 
     def _deploy(
         self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]

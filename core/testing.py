@@ -32,7 +32,7 @@ from flintlock.core.registry import build_registry
 from flintlock.core.side_outputs import OutputTag, check_tag
 from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
 from flintlock.core.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
-from flintlock.core.source import CollectionSource, Source, SourceOperator
+from flintlock.core.source import CollectionSource, Source, SourceEpoch, SourceOperator
 from flintlock.core.task import StreamTask
 from flintlock.core.task_driver import DrivenInput, TaskDriver
 from flintlock.core.task_environment import TaskEnvironment
@@ -193,12 +193,16 @@ class TaskHarness:
         self.clock.set(now)
         self._send(ProcessingTimeTick())
 
-    def end_input(self, input_index: int = 1, max_watermark: bool = True) -> None:
-        """End one input on all its channels, after MAX_WATERMARK as a source sends it."""
-        for channel in range(self.environment.input_channels[input_index]):
+    def end_input(
+        self, input_index: int = 1, max_watermark: bool = True, channel: int | None = None
+    ) -> None:
+        """End one input on all its channels (or on ``channel`` only: one upstream
+        subtask finished), after MAX_WATERMARK as a source sends it."""
+        count = self.environment.input_channels[input_index]
+        for each in range(count) if channel is None else [channel]:
             if max_watermark:
-                self._send(WatermarkEvent(MAX_WATERMARK, input_index, channel))
-            self._send(EndOfInputEvent(input_index, channel))
+                self._send(WatermarkEvent(MAX_WATERMARK, input_index, each))
+            self._send(EndOfInputEvent(input_index, each))
 
     def checkpoint(self, checkpoint_id: int, kind: SnapshotKind = "checkpoint") -> TaskSnapshot:
         """End the epoch with checkpoint ``checkpoint_id``: snapshot, acknowledge, close."""
@@ -210,9 +214,10 @@ class TaskHarness:
         self.open()
         gate = getattr(self.task, "gate", None)
         if gate is not None:
-            for input_index in gate.channels_per_input:
-                if input_index not in gate.ended_inputs:
-                    self.end_input(input_index)
+            for input_index, count in gate.channels_per_input.items():
+                for channel in range(count):
+                    if not gate.channel_ended(input_index, channel):
+                        self.end_input(input_index, channel=channel)
         self._barrier(CheckpointBarrier(checkpoint_id, final=True))
         return self._snapshot()
 
@@ -357,7 +362,9 @@ class SourceHarness(TaskHarness):
     """A source task: reads its source to the end, MAX_WATERMARK, finish, final checkpoint.
 
     ``SourceHarness(source, op2, ...)``: the source (a ``Source`` or a ready
-    ``SourceOperator``) heads the chain; ``run()`` runs the whole epoch.
+    ``SourceOperator``) heads the chain; ``run()`` runs the whole epoch. An unbounded
+    source reads one epoch: ``source_epoch=SourceEpoch(splits, ends_input)``, with
+    ``final=False`` for an epoch the job outlives (the barrier is not the final one).
     """
 
     task_type = "source"
@@ -367,19 +374,24 @@ class SourceHarness(TaskHarness):
         source: Source | SourceOperator | list[dict[str, Any]],
         *operators: StreamOperator,
         checkpoint_id: int = 1,
+        source_epoch: SourceEpoch | None = None,
+        final: bool = True,
         **kwargs: Any,
     ) -> None:
         if isinstance(source, list):
             source = CollectionSource(source)
         head = source if isinstance(source, SourceOperator) else SourceOperator(source)
+        if source_epoch is not None:
+            head.epoch = source_epoch
         self._checkpoint_id = checkpoint_id
+        self._final = final
         super().__init__(head, *operators, **kwargs)
 
     def _default_channels(self) -> dict[int, int]:
         return {}
 
     def _epoch_barrier(self) -> CheckpointBarrier:
-        return CheckpointBarrier(self._checkpoint_id, final=True)
+        return CheckpointBarrier(self._checkpoint_id, final=self._final)
 
     def run(self) -> TaskSnapshot:
         """Run the source task's whole epoch; returns its final snapshot."""

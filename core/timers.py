@@ -72,8 +72,9 @@ class InternalTimerService:
     A watermark fires every event-time timer at or below it, the task's clock every
     processing-time timer at or below it, oldest first, with its key current; a timer
     registered while timers fire, at or below the same time, fires in the same pass.
-    ``quiesce_processing_time`` (right before the operator's finish) and ``quiesce`` (the
-    task's timer shutdown) stop firing: timers are still accepted and snapshotted.
+    ``quiesce_processing_time`` (right before the operator's finish, once its due timers
+    fired) and ``quiesce`` (the task's timer shutdown) stop firing: timers are still
+    accepted and snapshotted.
     """
 
     def __init__(
@@ -188,7 +189,8 @@ class InternalTimerService:
 
     def quiesce_processing_time(self) -> None:
         """Stop firing processing-time timers: the operator is about to finish (Flink
-        quiesces its processing time service before finish; pending ones never fire)."""
+        quiesces its processing time service before finish). The chain fires the due ones
+        first; those still in the future never fire."""
         self._processing_quiesced = True
 
     def quiesce(self) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from flintlock import KeyedProcessFunction, OutputTag, TimeDomain
 from flintlock.operators.process import KeyedProcessOperator
-from flintlock.testing import OneInputHarness, TwoInputHarness
+from flintlock.testing import LifecycleRecorder, OneInputHarness, TwoInputHarness
 
 MAX = 2**63 - 1
 FIRED = pa.schema(
@@ -140,15 +140,116 @@ def test_timers_registered_while_firing_fire_in_the_same_pass_and_reach_side_out
     assert service.timers(TimeDomain.PROCESSING_TIME) == [(9, "rearm")]
 
 
-def test_end_of_input_fires_event_timers_but_never_processing_timers() -> None:
+def test_end_of_input_fires_event_timers_but_never_future_processing_timers() -> None:
     harness = OneInputHarness(operator())
     harness.process_records(records(("a", "event", 50), ("a", "proc", 10)))
-    harness.end_input()  # MAX_WATERMARK fires a@50; a@10 (processing) is quiesced at finish
+    harness.end_input()  # MAX_WATERMARK fires a@50; a@10 is in the future at finish (now 0)
     harness.set_processing_time(100)  # too late: the operator finished
     harness.complete()
     assert fired(harness) == [("a", 50, "event_time")]
     service = harness.operators[0].timer_service()
     assert service.pending(TimeDomain.PROCESSING_TIME) == 1  # still in the final snapshot
+
+
+class Logged(KeyedProcessFunction):
+    """A processing-time timer at each row's ``at``; each firing is noted in ``log`` (the
+    recorder's sequence) and emits ``at + 1`` and ``at + 1000``; finish registers a timer
+    at 0, already due."""
+
+    output_schema = pa.schema([("key", pa.string()), ("at", pa.int64())])
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.log: list[tuple[Any, ...]] = []
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.ctx = ctx
+        ctx.timer_service().register_processing_time_timer(value["at"])
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        self.log.append(("on_timer", self.name, timestamp, ctx.get_current_key()))
+        out.collect({"key": ctx.get_current_key(), "at": timestamp + 1})
+        out.collect({"key": ctx.get_current_key(), "at": timestamp + 1000})
+
+    def finish(self) -> None:
+        self.ctx.timer_service().register_processing_time_timer(0)
+
+
+def logged(*names: str, recorder: LifecycleRecorder) -> OneInputHarness:
+    """A harness of Logged operators, chained; their firings go into the recorder's sequence."""
+    operators = [KeyedProcessOperator(Logged(n), key_column="key", name=n) for n in names]
+    harness = OneInputHarness(*operators, plugins=[recorder])
+    for op in operators:
+        op.function.log = recorder.by_task[harness.info.key]  # type: ignore[attr-defined]
+    return harness
+
+
+def finish_phase(recorder: LifecycleRecorder) -> list[tuple[Any, ...]]:
+    calls = recorder.calls(exclude={"state"})
+    return calls[calls.index(("task", "run")) : calls.index(("task", "snapshot"))]
+
+
+def test_due_processing_timers_fire_before_finish_and_future_ones_never(
+    recorder: LifecycleRecorder,
+) -> None:
+    harness = logged("t", recorder=recorder)
+    harness.process_records([{"key": "b", "at": 10}, {"key": "a", "at": 5}, {"key": "a", "at": 50}])
+    harness.process_watermark(MAX)
+    harness.clock.set(10)  # time passes after the last check: b@10 and a@5 are due now
+    harness.end_input(max_watermark=False)
+    snapshot = harness.complete()
+    assert finish_phase(recorder) == [
+        ("task", "run"),
+        ("operator_process_batch", "t"),
+        ("operator_process_watermark", "t", MAX),
+        ("operator_end_input", "t", 1),
+        ("task", "finish"),
+        ("on_timer", "t", 5, "a"),  # due: oldest first, before finish
+        ("on_timer", "t", 10, "b"),
+        ("operator_finish", "t"),
+        ("function_finish", "t"),  # registers a timer at 0: accepted, never fires
+    ]
+    assert harness.output_rows() == [
+        {"key": "a", "at": 6},
+        {"key": "a", "at": 1005},
+        {"key": "b", "at": 11},
+        {"key": "b", "at": 1010},
+    ]
+    service = harness.operators[0].timer_service()
+    assert service.timers(TimeDomain.PROCESSING_TIME) == [(0, "b"), (50, "a")]  # 0: in finish
+    table = pa.ipc.open_file(snapshot.operator("t").timers).read_all()  # type: ignore[union-attr,arg-type]
+    assert sorted(table.column("timestamp").to_pylist()) == [0, 50]  # in the final snapshot
+
+
+def test_each_chained_operator_fires_its_due_timers_before_its_end_input_and_finish(
+    recorder: LifecycleRecorder,
+) -> None:
+    harness = logged("first", "second", recorder=recorder)
+    harness.process_records([{"key": "a", "at": 5}, {"key": "a", "at": 50}])
+    harness.process_watermark(MAX)
+    harness.clock.set(10)
+    harness.end_input(max_watermark=False)
+    harness.complete()
+    assert finish_phase(recorder) == [
+        ("task", "run"),
+        ("operator_process_batch", "first"),
+        ("operator_process_watermark", "first", MAX),
+        ("operator_process_watermark", "second", MAX),
+        ("operator_end_input", "first", 1),
+        ("task", "finish"),
+        ("on_timer", "first", 5, "a"),  # the head's due timer; a@50 never fires
+        ("operator_process_batch", "second"),  # its output flows on: second registers 6, 1005
+        ("operator_finish", "first"),
+        ("function_finish", "first"),
+        ("on_timer", "second", 6, "a"),  # due now (10), before second's end_input
+        ("operator_end_input", "second", 1),
+        ("operator_finish", "second"),
+        ("function_finish", "second"),
+    ]
+    assert harness.output_rows() == [{"key": "a", "at": 7}, {"key": "a", "at": 1006}]
+    first, second = (op.timer_service() for op in harness.operators)  # type: ignore[attr-defined]
+    assert first.timers(TimeDomain.PROCESSING_TIME) == [(0, "a"), (50, "a")]
+    assert second.timers(TimeDomain.PROCESSING_TIME) == [(0, "a"), (1005, "a")]
 
 
 def test_timers_registered_during_finish_never_fire_in_either_domain() -> None:
