@@ -33,11 +33,16 @@ class WorkerCrashedError(SparkJobError):
     """A Python worker died (killed, segfault) while it ran a subtask; names the subtask."""
 
 
+def task_markers_dir(storage: CheckpointStorage, job_name: str, run_id: str) -> str:
+    """The folder of a run's task markers (emptied after every epoch's Spark job)."""
+    return f"{storage.run_dir(job_name, run_id)}/tasks"
+
+
 def task_marker_path(
     storage: CheckpointStorage, job_name: str, run_id: str, attempt_id: int
 ) -> str:
     """Where the Spark task with attempt id ``attempt_id`` notes which subtask it runs."""
-    return f"{storage.run_dir(job_name, run_id)}/tasks/{attempt_id}.json"
+    return f"{task_markers_dir(storage, job_name, run_id)}/{attempt_id}.json"
 
 
 @contextlib.contextmanager

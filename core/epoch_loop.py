@@ -110,16 +110,18 @@ class EpochLoop:
                 plan = self._plan(run_id, barrier, restores, aborted, planned, source_ends, root)
                 plan.finished_vertices = dict(finished)
                 try:
-                    checkpoint = self._run_epoch(plan, planned, epoch_started)
+                    checkpoint = self._checkpoint_epoch(plan, planned)
                 except Exception as error:
                     if request is None:
                         raise
-                    # a failed savepoint fails the request (a stop too), not the job: it
-                    # goes on from its last checkpoint; tasks hear of the aborted one
+                    # a savepoint that failed before it completed fails the request (a stop
+                    # too), not the job: it goes on from its last checkpoint; tasks hear of
+                    # the aborted one. A commit that fails after it completed fails the job.
                     self.control.answer(request, error=f"{type(error).__name__}: {error}")
                     aborted.append(checkpoint_id)
                     checkpoint_id += 1
                     continue
+                self._commit_epoch(plan, checkpoint, epoch_started)
                 states = {uid: p.state for uid, p in planned.items()}
                 finished = checkpoint.finished_vertices()
                 savepoint = checkpoint.savepoint
@@ -243,14 +245,22 @@ class EpochLoop:
             finished_subtasks=finished_subtasks(self.graph, restores),
         )
 
-    def _run_epoch(
-        self, plan: ExecutionPlan, planned: dict[str, EpochSplits], epoch_started: float
+    def _checkpoint_epoch(
+        self, plan: ExecutionPlan, planned: dict[str, EpochSplits]
     ) -> CompletedCheckpoint:
-        """One epoch: the Spark job, the checkpoint (with the sources' states), the commit."""
+        """The epoch's Spark job and its checkpoint, with the sources' states: the part a
+        failed savepoint may undo (nothing of it was published)."""
         master = self.master
         details = master.checkpoint_details(self.graph)
         details["sources"] = {uid: p.state for uid, p in planned.items()}
-        checkpoint = master.run_epoch(plan, final=plan.barrier.final, details=details)
+        return master.run_epoch(plan, final=plan.barrier.final, details=details)
+
+    def _commit_epoch(
+        self, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, epoch_started: float
+    ) -> None:
+        """Once the checkpoint completed: the commit (a failure fails the job, never only
+        a request: the next start completes it), cleanup, retention, the figures."""
+        master = self.master
         master.coordinator.commit(checkpoint, master.sinks)
         # what dead attempts of this epoch staged (a worker killed mid-epoch) goes now
         master.abort_uncommitted(plan.run_id, checkpoint.committables)
@@ -260,7 +270,6 @@ class EpochLoop:
             if table is not None:
                 self.collected.setdefault(name, []).append(table)
         self._record_epoch(plan, checkpoint, epoch_started)
-        return checkpoint
 
     def _record_epoch(
         self, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, epoch_started: float

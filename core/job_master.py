@@ -14,7 +14,10 @@ import pyarrow as pa
 from flintlock.core import job_signals
 from flintlock.core.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.driver_failures import spark_failures_as_flintlock_errors
+from flintlock.core.driver_failures import (
+    spark_failures_as_flintlock_errors,
+    task_markers_dir,
+)
 from flintlock.core.epoch_loop import EpochLoop, Progress
 from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.events import CheckpointBarrier
@@ -248,6 +251,8 @@ class JobMaster:
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
         with adaptive_execution_off(self.spark), failures:
             messages = self._epoch_frame(plan).toArrow()
+        # the tasks' markers name a crashed worker's subtask: of no use once the job ran
+        self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
         acknowledgements = self._read_messages(messages)
         return self.coordinator.complete(
             plan.barrier.checkpoint_id,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from flintlock.core.checkpoint_coordinator import CompletedCheckpoint
     from flintlock.core.epoch_loop import EpochLoop
+    from flintlock.core.execution_plan import ExecutionPlan
     from flintlock.core.job_master import JobExecutionResult
 
 
@@ -131,15 +132,17 @@ class StreamingEpochs:
         state = {"offsets": self.offsets, "base": self.base, "batch_id": batch_id}
         planned = {self.uid: EpochSplits([[] for _ in range(parallelism)], state)}
         try:
-            checkpoint = self._run(checkpoint_id, planned, request, drain, epoch_started)
+            plan, checkpoint = self._run(checkpoint_id, planned, request, drain)
         except Exception as error:
             if request is None:
                 raise
-            # a failed savepoint fails the request (a stop too), not the job: the
-            # micro-batch runs again as a plain checkpoint (new attempts, new file names)
+            # a savepoint that failed before it completed fails the request (a stop too),
+            # not the job: the micro-batch runs again as a plain checkpoint (new attempts,
+            # new file names). A commit that fails after it completed fails the job.
             loop.control.answer(request, error=f"{type(error).__name__}: {error}")
             request, drain = None, False
-            checkpoint = self._run(checkpoint_id, planned, None, False, epoch_started)
+            plan, checkpoint = self._run(checkpoint_id, planned, None, False)
+        loop._commit_epoch(plan, checkpoint, epoch_started)
         self.checkpoint, self.restores = checkpoint, loop._restores_after(checkpoint)
         if request is not None:
             savepoint = checkpoint.savepoint
@@ -154,12 +157,11 @@ class StreamingEpochs:
         planned: dict[str, EpochSplits],
         request: ControlRequest | None,
         drain: bool,
-        epoch_started: float,
-    ) -> CompletedCheckpoint:
-        """The micro-batch's epoch: a savepoint if a request asks for one."""
+    ) -> tuple[ExecutionPlan, CompletedCheckpoint]:
+        """The micro-batch's epoch up to its checkpoint: a savepoint if a request asks."""
         loop = self.loop
         kind = "savepoint" if request is not None else "checkpoint"
         barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
         root = loop.savepoint_root(checkpoint_id) if request is not None else None
         plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain, root)
-        return loop._run_epoch(plan, planned, epoch_started)
+        return plan, loop._checkpoint_epoch(plan, planned)

@@ -23,7 +23,12 @@ from unbounded_jobs import KEYS, RunningSumUntilTheEnd, build, committed_rows, w
 from flintlock.cli import main
 from flintlock.core.epoch_triggers import EpochTrigger
 from flintlock.core.job_client import JobClient
-from flintlock.core.job_errors import CheckpointError, JobControlError, LeaseLostError
+from flintlock.core.job_errors import (
+    CheckpointError,
+    CommitError,
+    JobControlError,
+    LeaseLostError,
+)
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
@@ -149,6 +154,30 @@ def test_a_lost_newest_checkpoint_after_its_commit_refuses_the_restart(
     assert data_ids(base) == list(range(900))
 
 
+def test_a_savepoint_whose_commit_fails_fails_the_job_and_the_restart_completes_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    base = str(tmp_path)
+    marker = f"{base}/commit-failed"
+    sink = unbounded_jobs.SavepointCommitFailsOnce(f"{base}/out", marker)
+    client = build(spark, base, end=3000, sink=sink).execute_async("unbounded")
+    wait_for_epochs(client, 2)
+    with pytest.raises(JobControlError, match="the stop failed: CommitError"):
+        client.stop()
+    with pytest.raises(CommitError, match="start the job again"):
+        client.result()  # the checkpoint completed: its commit is never only a request's
+    assert Path(marker).exists()
+    published = data_ids(base)
+    assert published and duplicates(published) == {}  # some files of the savepoint are out
+    assert result_record(base, "unbounded")["status"] == "FAILED"
+
+    result = build(spark, base, end=3000).execute("unbounded")  # completes the commit first
+    assert result.status == "FINISHED"
+    ids = data_ids(base)
+    assert ids == list(range(3000)), duplicates(ids)
+    assert staged_files(base) == []
+
+
 # ---- nothing left behind ----
 
 
@@ -160,6 +189,7 @@ def test_a_worker_killed_mid_epoch_leaves_nothing_in_staging(tmp_path: Path) -> 
     ids = data_ids(base)
     assert ids == list(range(1500)), duplicates(ids)
     assert staged_files(base) == []
+    assert list(Path(base, "chk", "unbounded").glob("*/tasks/*")) == []  # task markers too
 
 
 # ---- a dead job looks dead ----

@@ -50,6 +50,28 @@ class RunningSumUntilTheEnd(KeyedProcessFunction):
         out.collect({"k": ctx.get_current_key(), "id": -1, "total": self.total.value()})
 
 
+class SavepointCommitFailsOnce(FileSink):
+    """A FileSink whose commit of a savepoint publishes one file, then fails, once."""
+
+    def __init__(self, path: str, marker: str) -> None:
+        super().__init__(path, rows_per_file=50)
+        self.marker = marker
+        self.in_savepoint = False
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        folder = f"{context.job_dir}/checkpoints/chk-{context.checkpoint_id}"
+        metadata = context.storage.read_json(f"{folder}/_metadata.json")
+        self.in_savepoint = metadata.get("kind") == "savepoint"
+        super().commit(context, committables)
+
+    def commit_file(self, filesystem: Any, file: dict[str, Any]) -> None:
+        super().commit_file(filesystem, file)
+        if self.in_savepoint and not os.path.exists(self.marker):
+            with open(self.marker, "w") as marker:
+                marker.write("failed once")
+            raise OSError("injected: the disk went away after one file")
+
+
 def build(
     spark: Any,
     base: str,
