@@ -368,7 +368,10 @@ class Chain:
         self.number = number
         self.jobs = plan.chain(number)
         names = {job["name"] for job in self.jobs}
-        self.kills = [list(kill) for kill in plan.random_kills if kill[0] in names]
+        self.kills = [kill for kill in plan.random_kills if kill[0] in names]
+        self.armed: set[int] = set()
+        """The random kills armed (``self.kills`` indexes): once, even if the driver dies
+        before one comes due."""
         self.requests = {
             job["name"]: [Request(r, kill_after=r["kill_after"]) for r in job["requests"]]
             for job in self.jobs
@@ -385,10 +388,11 @@ class Chain:
         """Start the driver again after every kill until it returns its RESULT."""
         for attempt in range(MAX_DRIVER_RUNS):
             run = self.run_driver(f"{self.number}.{attempt}")
+            if run.result is not None:
+                self.finish_requests()  # their last notes go into the timeline too
             with (self.plan.base / f"timeline-{self.number}.txt").open("a") as timeline:
                 timeline.writelines(f"{run.label} +{at:.1f}s {text}\n" for at, text in run.stdout)
             if run.result is not None:
-                self.finish_requests()
                 return self.runs
             assert run.process.returncode == -signal.SIGKILL, (
                 f"chaos seed={self.plan.seed}: driver {run.label} ended with "
@@ -464,10 +468,10 @@ class Chain:
         job, checkpoint = word[1], int(word[2])
         if word[5] != "1":  # a run's first epoch starts Python workers: not typical
             self.epoch_seconds.append(float(word[4]))
-        for kill in self.kills:
-            if kill[0] == job and checkpoint >= kill[1] and len(kill) == 3:
-                kill.append("armed")  # once, even if the driver dies before it is due
-                delay = kill[2] * self.typical_epoch()
+        for number, (name, due, fraction) in enumerate(self.kills):
+            if name == job and checkpoint >= due and number not in self.armed:
+                self.armed.add(number)
+                delay = fraction * self.typical_epoch()
                 self.start_timer(delay, lambda run=run: self.kill(run, "random"))
         for request in self.requests.get(job, []):
             if request.state in ("sent", "failed"):
