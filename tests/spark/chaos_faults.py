@@ -1,10 +1,15 @@
-"""Faults for the chaos test: user functions and sinks that fail, kill their Python
+"""Faults for the chaos tests: user functions and sinks that fail, kill their Python
 worker or kill the driver, each exactly once.
 
 "Once" is a marker file: the first call that reaches a fault creates
 ``<markers>/<fault id>`` with O_EXCL (so of two racing subtasks only one fires) and then
 fails; every later attempt, retry or restart finds the marker and carries on. The test
 counts the markers to know which faults really happened.
+
+In an unbounded job (tests/spark/test_chaos_unbounded.py) a fault also names the first
+epoch it may fire in (``Fault.epoch``, a checkpoint id; 0: any), so that it lands at a
+random epoch: a function's fault fires at the n-th record of a task attempt of that
+epoch or a later one, a sink's at its first call there.
 """
 
 from __future__ import annotations
@@ -25,6 +30,14 @@ WRITER_FAULTS = ("write", "finish", "pre_commit")
 DRIVER_KILLS = ("kill_in_commit", "kill_mid_commit", "kill_in_post_commit", "kill_after_execute")
 """Deterministic driver kills: between checkpoint completion and commit, after the first
 file of the commit, right after the final commit, after ``execute()`` returned."""
+EPOCH_DRIVER_KILLS = (
+    "kill_between_epochs",
+    "kill_in_savepoint_commit",
+    "kill_mid_savepoint_commit",
+)
+"""Driver kills of unbounded jobs only: after an epoch's commit (before the next epoch
+starts), and in the commit of a savepoint (a stop's or a savepoint request's) before any
+file or after its first file was published."""
 
 
 @dataclass(frozen=True)
@@ -36,14 +49,28 @@ class Fault:
     """``map``, ``process``, ``files`` or ``collect`` (a sink), or ``driver``."""
     kind: str
     at: int = 1
-    """The n-th call (record for functions, batch for ``write``) of a task attempt."""
+    """The n-th call (record for functions, batch for ``write``) of a task attempt (of
+    the transaction, for a sink in an unbounded job)."""
+    epoch: int = 0
+    """Unbounded jobs: the first epoch (checkpoint id) the fault may fire in; 0: any."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "where": self.where, "kind": self.kind, "at": self.at}
+        document = {"id": self.id, "where": self.where, "kind": self.kind, "at": self.at}
+        return document | ({"epoch": self.epoch} if self.epoch else {})
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> Fault:
-        return cls(document["id"], document["where"], document["kind"], document["at"])
+        return cls(
+            document["id"],
+            document["where"],
+            document["kind"],
+            document["at"],
+            document.get("epoch", 0),
+        )
+
+    def due(self, kind: str, count: int, epoch: int) -> bool:
+        """Whether the ``count``-th call of ``kind`` in ``epoch`` reaches this fault."""
+        return self.kind == kind and self.at == count and epoch >= self.epoch
 
 
 class InjectedFault(RuntimeError):
@@ -73,40 +100,53 @@ def fire(markers: str, fault: Fault) -> None:
         return
     if fault.kind == "worker_kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if fault.kind in DRIVER_KILLS:
+    if fault.kind in DRIVER_KILLS or fault.kind in EPOCH_DRIVER_KILLS:
         kill_driver()
     raise InjectedFault(f"injected {fault.kind} ({fault.id})")
 
 
-class FaultyMap(MapFunction):
+class FaultsOfFunction:
+    """The fault points of a per-record function: the n-th record of a task attempt."""
+
+    markers: str
+    faults: list[Fault]
+    seen: int
+    runtime_context: Any
+
+    def _plan(self, markers: str, faults: list[Fault]) -> None:
+        """Where this function's faults fire, and where their markers go."""
+        self.markers = markers
+        self.faults = faults
+        self.seen = 0
+
+    def _record(self) -> None:
+        """Count one record; fire the faults due at it (in this epoch or an earlier one)."""
+        self.seen += 1
+        for fault in self.faults:
+            epoch = self.runtime_context.task_info.epoch if fault.epoch else 0
+            if fault.due(fault.kind, self.seen, epoch):
+                fire(self.markers, fault)
+
+
+class FaultyMap(FaultsOfFunction, MapFunction):
     """Identity map per record; its faults fire at the n-th record of a task attempt."""
 
     def __init__(self, markers: str, faults: list[Fault]) -> None:
-        self.markers = markers
-        self.faults = faults
-        self.seen = 0
+        self._plan(markers, faults)
 
     def map(self, value: dict[str, Any]) -> dict[str, Any]:
-        self.seen += 1
-        for fault in self.faults:
-            if fault.at == self.seen:
-                fire(self.markers, fault)
+        self._record()
         return value
 
 
-class FaultyKeyedProcess(KeyedProcessFunction):
+class FaultyKeyedProcess(FaultsOfFunction, KeyedProcessFunction):
     """Forwards every record of a keyed stream; its faults fire at the n-th record."""
 
     def __init__(self, markers: str, faults: list[Fault]) -> None:
-        self.markers = markers
-        self.faults = faults
-        self.seen = 0
+        self._plan(markers, faults)
 
     def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
-        self.seen += 1
-        for fault in self.faults:
-            if fault.at == self.seen:
-                fire(self.markers, fault)
+        self._record()
         out.collect(value)
 
 
@@ -116,17 +156,26 @@ class FaultsOfSink:
     markers: str
     faults: list[Fault]
     writes: int
+    epoch: int
 
     def _plan(self, markers: str, faults: list[Fault]) -> None:
         """Where this sink's faults fire, and where their markers go."""
         self.markers = markers
         self.faults = faults
         self.writes = 0
+        self.epoch = 0
 
-    def _fire(self, kind: str, count: int = 1) -> None:
+    def _fire(self, kind: str, count: int = 1, epoch: int | None = None) -> None:
+        """Fire the faults of ``kind`` due at its ``count``-th call in ``epoch`` (default:
+        the epoch of the writer's transaction)."""
         for fault in self.faults:
-            if fault.kind == kind and fault.at == count:
+            if fault.due(kind, count, self.epoch if epoch is None else epoch):
                 fire(self.markers, fault)
+
+    def begin_transaction(self, context: Any, checkpoint_id: int) -> Any:
+        self.epoch = checkpoint_id
+        self.writes = 0
+        return super().begin_transaction(context, checkpoint_id)  # type: ignore[misc]
 
     def write(self, transaction: Any, batch: Any) -> None:
         self.writes += 1
@@ -144,26 +193,45 @@ class FaultsOfSink:
 
     def post_commit(self, context: Any, *args: Any, **kwargs: Any) -> None:
         super().post_commit(context, *args, **kwargs)  # type: ignore[misc]
-        self._fire("kill_in_post_commit")
+        self._fire("kill_in_post_commit", epoch=context.checkpoint_id)
 
 
 class FaultyFileSink(FaultsOfSink, FileSink):
-    """A FileSink whose writer and committer fail once where the plan says."""
+    """A FileSink whose writer and committer fail once where the plan says: its commit
+    raises before any file (``commit``) or after the first of several (``mid_commit``)."""
 
     def __init__(self, path: str, markers: str, faults: list[Fault], **options: Any) -> None:
         super().__init__(path, **options)
         self._plan(markers, faults)
 
     def commit(self, context: Any, committables: list[Any]) -> None:
-        self._fire("kill_in_commit")
-        self._fire("commit")
-        self.moved = 0
+        epoch = context.checkpoint_id
+        self._fire("kill_in_commit", epoch=epoch)
+        self._fire("commit", epoch=epoch)
+        self.savepoint = self._is_savepoint(context)
+        if self.savepoint:
+            self._fire("kill_in_savepoint_commit", epoch=epoch)
+        self.moved, self.moving, self.committing = 0, len(committables), epoch
         super().commit(context, committables)
 
     def commit_file(self, filesystem: Any, file: dict[str, str]) -> None:
         super().commit_file(filesystem, file)
         self.moved += 1
-        self._fire("kill_mid_commit", self.moved)
+        if self.moved < self.moving:  # more files follow: the commit is half done
+            self._fire("kill_mid_commit", self.moved, self.committing)
+            self._fire("mid_commit", self.moved, self.committing)
+            if self.savepoint:
+                self._fire("kill_mid_savepoint_commit", self.moved, self.committing)
+
+    def _is_savepoint(self, context: Any) -> bool:
+        """Whether the checkpoint being committed is a savepoint (its metadata's kind);
+        read only while a savepoint fault of this sink waits to fire."""
+        kinds = ("kill_in_savepoint_commit", "kill_mid_savepoint_commit")
+        if not any(fault.kind in kinds for fault in self.faults):
+            return False
+        path = f"{context.job_dir}/checkpoints/chk-{context.checkpoint_id}/_metadata.json"
+        storage = context.storage
+        return bool(storage.exists(path) and storage.read_json(path).get("kind") == "savepoint")
 
 
 class FaultyCollectSink(FaultsOfSink, CollectSink):

@@ -1,0 +1,761 @@
+"""Chaos test of unbounded jobs: seeded random faults across epochs, stops and savepoints,
+and every row of every sequence exactly once in the committed output, judged from outside.
+
+One plan, drawn from the seed (``FLINTLOCK_CHAOS_SEED``, else random; printed):
+unbounded jobs (``from_sequence(end=..., rows_per_epoch=...)`` -> map -> keyed process
+-> FileSink, tests/spark/chaos_unbounded_driver.py) of random size, epoch size and
+parallelism, and faults placed at random epochs in them, each once (a marker file): task
+failures in map and keyed process functions, Python workers killed, sink writers failing
+in write / finish / pre_commit, commits failing on the driver (before any file is
+published, or after the first of several), and the driver SIGKILLed between epochs,
+between a checkpoint's completion and its commit, after the first file of a commit,
+after the commit before it is recorded, and after ``execute()`` returned FINISHED.
+
+The test sends each job stop and savepoint requests at random epochs
+(``flintlock stop|savepoint`` or ``JobClient(...).stop()|savepoint()``); faults kill the
+driver while the savepoints of one stop and of one savepoint request are committed, and
+the test kills it while a third request is pending; it also kills drivers at random
+moments of random epochs. Two driver chains run side by side (``local[2,4]`` each, so
+Spark retries tasks); a killed driver is started again on the same job names and
+checkpoint directory until every job has FINISHED; a stopped job is started again at
+once and continues from its savepoint. First, both chains' drivers start the same twin
+job together (same job name, same checkpoint directory): exactly one may run it, the
+other must be refused (a JobLeaseError).
+
+At the end every committed Parquet output is read with pyarrow.dataset and checked by
+row id against the sequences: no duplicate, no loss, no altered row; no staged file and
+no unanswered request is left, and every job's result store says FINISHED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from chaos_faults import DRIVER_KILLS, EPOCH_DRIVER_KILLS, FUNCTION_FAULTS, WRITER_FAULTS, Fault
+from test_chaos import SEED_VARIABLE, Check, chaos_seed
+
+from flintlock.core.errors import FlintlockError
+from flintlock.core.job_client import JobClient
+
+SCRIPT = Path(__file__).with_name("chaos_unbounded_driver.py")
+CHAINS = 2
+"""Driver processes running side by side: Spark's start and an epoch's waits leave the
+second core idle."""
+JOBS_PER_CHAIN = 2
+RANDOM_KILLS = 2
+"""Drivers the test kills at a random moment of a random epoch."""
+EXTRA_FAULTS = 4
+"""Task and commit faults drawn at random on top of one of each kind."""
+TASK_FAULTS_PER_JOB = 3
+"""At most this many failures in one job's tasks: ``local[2,4]`` allows 3 per task."""
+COMMIT_FAULTS_PER_JOB = 1
+"""Each fails one ``execute()``; the driver allows a job 6 in one process."""
+KILLS_PER_JOB = 3
+"""Driver kills (planned faults and the test's) in one job: each costs a Spark start."""
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""For the drivers' JVMs: short lives, so no JIT compiler threads (halves Spark's start)."""
+MAX_DRIVER_RUNS = 16
+DRIVER_TIMEOUT = 240.0
+REQUEST_TIMEOUT = 120.0
+"""Seconds a stop or savepoint request waits for its answer (through driver restarts)."""
+REFUSED_WITHIN = 5.0
+"""A request that fails this fast was refused (the job was not running): sent again."""
+EPOCH_SECONDS = 0.6
+"""An epoch's duration before the first one is measured, for timing kills."""
+TWIN_ROWS = 1500
+
+REQUEST_KILLS = ("kill_in_savepoint_commit", "kill_mid_savepoint_commit", "kill_while_requested")
+"""Driver kills tied to a stop or savepoint request: in its savepoint's commit (a fault
+of the sink, before any file or after the first), or by the test while it is pending."""
+REQUIRED = [
+    ("files", "kill_in_savepoint_commit"),
+    ("files", "kill_mid_savepoint_commit"),
+    ("request", "kill_while_requested"),
+    ("files", "kill_in_commit"),
+    ("files", "kill_mid_commit"),
+    ("files", "kill_in_post_commit"),
+    ("driver", "kill_between_epochs"),
+    ("driver", "kill_after_execute"),
+    ("process", "raise"),
+    ("process", "worker_kill"),
+    ("map", "raise"),
+    ("map", "worker_kill"),
+    ("files", "write"),
+    ("files", "finish"),
+    ("files", "pre_commit"),
+    ("files", "mid_commit"),
+    ("files", "commit"),
+]
+"""One of each fault kind at each place it can happen, the most constrained first, so
+that every seed finds a job for each."""
+RANDOM_KINDS = [
+    ("map", "raise"),
+    ("process", "raise"),
+    ("files", "write"),
+    ("files", "pre_commit"),
+    ("files", "commit"),
+]
+TASK_KINDS = {*FUNCTION_FAULTS, *WRITER_FAULTS}
+"""Faults that fail a Spark task (the others happen on the driver)."""
+KILL_KINDS = {*DRIVER_KILLS, *EPOCH_DRIVER_KILLS, *REQUEST_KILLS}
+COMMIT_KINDS = ("commit", "mid_commit")
+"""A commit on the driver raises, before any file or after the first of several."""
+MID_COMMIT_KINDS = ("kill_mid_commit", "kill_mid_savepoint_commit", "mid_commit")
+"""Faults after the first file of a commit, while more follow: a sink subtask writes one
+file per epoch (a sequence's epoch reaches it as one batch), so these need parallelism 2."""
+
+
+def category(kind: str) -> str:
+    """The summary's name for a fault."""
+    if kind in KILL_KINDS:
+        return "driver kills"
+    if kind == "worker_kill":
+        return "worker kills"
+    if kind in COMMIT_KINDS:
+        return "commit failures"
+    if kind == "raise":
+        return "task failures"
+    return "sink writer failures"
+
+
+@dataclass
+class Plan:
+    """What one seed runs: the twin job, the jobs (as the driver reads them), the kills."""
+
+    seed: int
+    base: Path
+    twin: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    random_kills: list[tuple[str, int, float]]
+    """(job, checkpoint id from which it is due, fraction of an epoch after that epoch)."""
+
+    def chain(self, number: int) -> list[dict[str, Any]]:
+        """The jobs one chain's driver runs, in order: the twin job first."""
+        return [self.twin, *self.jobs[number::CHAINS]]
+
+    def faults(self) -> list[Fault]:
+        """Every planned fault that a marker records."""
+        return [Fault.from_json(f) for job in self.jobs for f in job["faults"]]
+
+    def requests(self) -> list[dict[str, Any]]:
+        return [request for job in self.jobs for request in job["requests"]]
+
+    def planned_kills(self) -> int:
+        """Driver kills of the plan: kill faults, kills while a request is pending, random."""
+        return sum(kills_in(job) for job in self.jobs)
+
+
+def epochs_of(job: dict[str, Any]) -> int:
+    """How many epochs (checkpoint ids) the job's sequence takes."""
+    return math.ceil(job["rows"] / job["per_epoch"])
+
+
+def kills_in(job: dict[str, Any]) -> int:
+    """Driver kills planned in ``job``: kill faults, kills while a request is pending, random."""
+    faults = sum(f["kind"] in KILL_KINDS for f in job["faults"])
+    pending = sum(r["kill"] == "kill_while_requested" for r in job["requests"])
+    return faults + pending + job["random_kills"]
+
+
+def fits(job: dict[str, Any], where: str, kind: str) -> bool:
+    """Whether a ``kind`` fault at ``where`` can happen in ``job`` within its budgets."""
+    kinds = [f["kind"] for f in job["faults"]]
+    if kind in TASK_KINDS and sum(k in TASK_KINDS for k in kinds) >= TASK_FAULTS_PER_JOB:
+        return False
+    if kind in COMMIT_KINDS and sum(k in COMMIT_KINDS for k in kinds) >= COMMIT_FAULTS_PER_JOB:
+        return False
+    if kind in KILL_KINDS and kills_in(job) >= KILLS_PER_JOB:
+        return False
+    if kind in MID_COMMIT_KINDS and job["parallelism"] < 2:
+        return False  # a file per sink subtask and epoch: a commit of two needs two
+    if kind in REQUEST_KILLS:  # one request with a kill per job: its first
+        return not any(r["kill"] for r in job["requests"])
+    if kind == "kill_after_execute":
+        return kind not in kinds
+    if where == "process":
+        return job["keyed"]
+    return True
+
+
+def chain_kills(jobs: list[dict[str, Any]], job: dict[str, Any]) -> int:
+    """Driver kills planned so far in ``job``'s chain (kills are spread over chains)."""
+    return sum(kills_in(other) for other in jobs[jobs.index(job) % CHAINS :: CHAINS])
+
+
+def make_plan(seed: int, base: Path) -> Plan:
+    """Jobs of random shape, one fault of each kind plus random extras, requests and kills."""
+    rng = random.Random(seed)
+    count = CHAINS * JOBS_PER_CHAIN
+    keyed = [True, True] + [rng.random() < 0.5 for _ in range(count - 2)]
+    parallelism = [2, 2] + [rng.choice([1, 2]) for _ in range(count - 2)]
+    rng.shuffle(keyed)
+    rng.shuffle(parallelism)
+    jobs = []
+    for index in range(count):
+        name = f"chaos-u{index:02d}"
+        jobs.append(
+            {
+                "name": name,
+                "first_id": (index + 1) * 1_000_000,
+                "rows": rng.randrange(2500, 3300, 100),
+                "per_epoch": rng.choice([200, 250]),
+                "parallelism": parallelism[index],
+                "keyed": keyed[index],
+                "output": str(base / "out" / name),
+                "faults": [],
+                "requests": [],
+                "random_kills": 0,
+            }
+        )
+    twin = {
+        "name": "chaos-twin",
+        "twin": True,
+        "first_id": 0,
+        "rows": TWIN_ROWS,
+        "per_epoch": rng.choice([200, 250, 300]),
+        "parallelism": 2,
+        "keyed": True,
+        "output": str(base / "out" / "chaos-twin"),
+        "faults": [],
+        "requests": [],
+        "random_kills": 0,
+    }
+    actions = [*rng.sample(["stop", "savepoint"], 2), rng.choice(["stop", "savepoint"])]
+    for number, (where, kind) in enumerate(REQUIRED):
+        fault_id = f"f{number:02d}-{where}-{kind}"
+        if kind in REQUEST_KILLS:
+            place_request_kill(rng, jobs, fault_id, kind, actions[REQUEST_KILLS.index(kind)])
+        else:
+            place_fault(rng, jobs, Fault(fault_id, where, kind))
+    for number in range(len(REQUIRED), len(REQUIRED) + EXTRA_FAULTS):
+        where, kind = rng.choice([k for k in RANDOM_KINDS if any(fits(j, *k) for j in jobs)])
+        place_fault(rng, jobs, Fault(f"f{number:02d}-{where}-{kind}", where, kind))
+    for job in jobs:
+        plan_requests(rng, job)
+    kills = []
+    for _ in range(RANDOM_KILLS):
+        job = pick(rng, jobs, [job for job in jobs if kills_in(job) < KILLS_PER_JOB])
+        job["random_kills"] += 1
+        kills.append((job["name"], rng.randint(1, epochs_of(job) - 3), rng.uniform(0.0, 1.5)))
+    return Plan(seed, base, twin, jobs, sorted(kills))
+
+
+def pick(rng: random.Random, jobs: list[dict[str, Any]], fitting: list[dict[str, Any]]) -> Any:
+    """A random job of ``fitting`` whose chain has the fewest driver kills so far."""
+    fewest = min(chain_kills(jobs, job) for job in fitting)
+    return rng.choice([job for job in fitting if chain_kills(jobs, job) == fewest])
+
+
+def place_fault(rng: random.Random, jobs: list[dict[str, Any]], fault: Fault) -> None:
+    """Put ``fault`` in a random job where it fits, due from a random epoch on."""
+    fitting = [job for job in jobs if fits(job, fault.where, fault.kind)]
+    job = pick(rng, jobs, fitting) if fault.kind in KILL_KINDS else rng.choice(fitting)
+    epoch = rng.randint(1, epochs_of(job) - 2)  # a full epoch: every subtask has rows
+    at = 1
+    if fault.where in ("map", "process"):  # some subtask always reaches that record
+        at = rng.randint(1, job["per_epoch"] // (4 * job["parallelism"]))
+    if fault.kind in ("finish", "kill_after_execute"):
+        epoch = 0  # the final epoch, or after it
+    job["faults"].append(Fault(fault.id, fault.where, fault.kind, at, epoch).to_json())
+
+
+def place_request_kill(
+    rng: random.Random, jobs: list[dict[str, Any]], fault_id: str, kind: str, action: str
+) -> None:
+    """A job's first request, a ``action``, with a driver kill while it is carried out."""
+    job = pick(rng, jobs, [job for job in jobs if fits(job, "request", kind)])
+    after = 2 if kind == "kill_while_requested" else rng.randint(2, 3)  # a second follows
+    request = new_request(rng, job, action, after)
+    request["kill"] = kind
+    if kind == "kill_while_requested":
+        request["kill_after"] = round(rng.uniform(0.0, 0.5), 3)
+    else:  # the sink kills the driver in the commit of this request's savepoint
+        fault = Fault(fault_id, "files", kind, 1, request["after"])
+        job["faults"].append(fault.to_json())
+    job["requests"].append(request)
+
+
+def new_request(rng: random.Random, job: dict[str, Any], action: str, after: int) -> dict:
+    """A request sent once the job committed checkpoint ``after``."""
+    return {
+        "id": f"{job['name']}-r{len(job['requests'])}",
+        "job": job["name"],
+        "action": action,
+        "via": rng.choice(["cli", "client"]),
+        "after": after,
+        "kill": None,
+        "kill_after": None,
+    }
+
+
+def plan_requests(rng: random.Random, job: dict[str, Any]) -> None:
+    """Every job gets a request, some a second one later (sent once the first is answered),
+    each well before the job's last epochs (a request must find the job running). A
+    request the test kills the driver during always has a second: if the first was
+    answered before the kill was due, the kill comes during the second."""
+    if not job["requests"]:
+        request = new_request(rng, job, rng.choice(["stop", "savepoint"]), rng.randint(2, 3))
+        job["requests"].append(request)
+    after = job["requests"][-1]["after"] + 3
+    second = job["requests"][0]["kill"] == "kill_while_requested" or rng.random() < 0.5
+    if after <= epochs_of(job) - 5 and second:
+        request = new_request(rng, job, rng.choice(["stop", "savepoint"]), after)
+        job["requests"].append(request)
+
+
+@dataclass
+class Request:
+    """One planned request as the test sends it, and how it went."""
+
+    plan: dict[str, Any]
+    state: str = "planned"
+    """planned, sent (waiting for its answer), answered, failed."""
+    answer: str = ""
+    tries: list[str] = field(default_factory=list)
+    """Earlier tries that were refused (the job was not running) or failed by an injected
+    fault (a commit failure in the savepoint's commit): the request was sent again."""
+    kill_after: float | None = None
+    """Kill the driver this part of an epoch after the request is written, if still
+    unanswered (``kill_while_requested``; a missed kill passes to the job's next request)."""
+    killed: bool = False
+    kill_armed: bool = False
+    thread: threading.Thread | None = None
+
+
+@dataclass
+class DriverRun:
+    """One driver process: how it ended and what it printed."""
+
+    label: str
+    process: subprocess.Popen[str]
+    stderr_path: Path
+    stdout: list[tuple[float, str]] = field(default_factory=list)
+    """Each line with the seconds since the process started."""
+    killed_by_test: list[str] = field(default_factory=list)
+    jobs: set[str] = field(default_factory=set)
+    """The jobs it started (``START <job>``)."""
+    result: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def tail(self) -> str:
+        stdout = "\n".join(f"+{at:.1f}s {text}" for at, text in self.stdout[-30:])
+        return f"{stdout}\n--- stderr ---\n{self.stderr_path.read_text()[-4000:]}"
+
+
+class Chain:
+    """One chain of jobs: its driver runs, the test's kills and requests, across restarts."""
+
+    def __init__(self, plan: Plan, number: int) -> None:
+        self.plan = plan
+        self.number = number
+        self.jobs = plan.chain(number)
+        names = {job["name"] for job in self.jobs}
+        self.kills = [kill for kill in plan.random_kills if kill[0] in names]
+        self.armed: set[int] = set()
+        """The random kills armed (``self.kills`` indexes): once, even if the driver dies
+        before one comes due."""
+        self.requests = {
+            job["name"]: [Request(r, kill_after=r["kill_after"]) for r in job["requests"]]
+            for job in self.jobs
+        }
+        self.epochs_of = {job["name"]: epochs_of(job) for job in self.jobs}
+        self.epoch_seconds: list[float] = []
+        self.runs: list[DriverRun] = []
+        self.lock = threading.Lock()
+        self.timers: list[threading.Timer] = []
+
+    # ---- the driver runs ----
+
+    def run(self) -> list[DriverRun]:
+        """Start the driver again after every kill until it returns its RESULT."""
+        for attempt in range(MAX_DRIVER_RUNS):
+            run = self.run_driver(f"{self.number}.{attempt}")
+            if run.result is not None:
+                self.finish_requests()  # their last notes go into the timeline too
+            with (self.plan.base / f"timeline-{self.number}.txt").open("a") as timeline:
+                timeline.writelines(f"{run.label} +{at:.1f}s {text}\n" for at, text in run.stdout)
+            if run.result is not None:
+                return self.runs
+            assert run.process.returncode == -signal.SIGKILL, (
+                f"chaos seed={self.plan.seed}: driver {run.label} ended with "
+                f"{run.process.returncode}, not by a kill\n{run.tail()}"
+            )
+        pytest.fail(
+            f"chaos seed={self.plan.seed}: chain {self.number} did not return in "
+            f"{MAX_DRIVER_RUNS} runs"
+        )
+
+    def run_driver(self, label: str) -> DriverRun:
+        """Start the driver in a session of its own and follow its lines until it ends."""
+        base = self.plan.base
+        plan_path = base / f"plan-{label}.json"
+        document = {"base": str(base), "chain": self.number, "chains": CHAINS, "jobs": self.jobs}
+        plan_path.write_text(json.dumps(document, indent=1))
+        stderr_path = base / f"driver-{label}.stderr"
+        with stderr_path.open("w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, str(SCRIPT), str(plan_path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                cwd=SCRIPT.parent,
+                env={**os.environ, "JDK_JAVA_OPTIONS": JAVA_OPTIONS},
+                start_new_session=True,
+            )
+        run = DriverRun(label, process, stderr_path)
+        with self.lock:
+            self.runs.append(run)
+        watchdog = threading.Timer(DRIVER_TIMEOUT, self.kill, (run, "hung"))
+        watchdog.start()
+        assert process.stdout is not None
+        for line in process.stdout:
+            run.stdout.append((time.perf_counter() - run.started, line.rstrip("\n")))
+            self.on_line(run, line.split())
+        process.wait()
+        run.stdout.append((time.perf_counter() - run.started, f"exit {process.returncode}"))
+        watchdog.cancel()
+        with self.lock:
+            for timer in self.timers:
+                timer.cancel()
+            self.timers.clear()
+        with contextlib.suppress(ProcessLookupError):  # nothing of the group stays behind
+            os.killpg(process.pid, signal.SIGKILL)
+        assert "hung" not in run.killed_by_test, (
+            f"chaos seed={self.plan.seed}: driver {label} hung for {DRIVER_TIMEOUT:.0f} s\n"
+            f"{run.tail()}"
+        )
+        results = [text for _, text in run.stdout if text.startswith("RESULT ")]
+        if process.returncode == 0 and results:
+            run.result = json.loads(results[-1].removeprefix("RESULT "))
+        return run
+
+    def kill(self, run: DriverRun, reason: str) -> bool:
+        """SIGKILL the driver's process group if it still runs; whether it did."""
+        with self.lock:
+            if run.process.poll() is not None or run.result is not None:
+                return False
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.process.pid, signal.SIGKILL)
+                run.killed_by_test.append(reason)
+                run.stdout.append((time.perf_counter() - run.started, f"KILLED {reason}"))
+                return True
+        return False
+
+    def on_line(self, run: DriverRun, word: list[str]) -> None:
+        """After each committed epoch: arm the random kills and send the requests due."""
+        if word[:1] == ["START"]:
+            run.jobs.add(word[1])
+        if word[:1] != ["EPOCH"]:
+            return
+        job, checkpoint = word[1], int(word[2])
+        if word[5] != "1":  # a run's first epoch starts Python workers: not typical
+            self.epoch_seconds.append(float(word[4]))
+        for number, (name, due, fraction) in enumerate(self.kills):
+            if name == job and checkpoint >= due and number not in self.armed:
+                self.armed.add(number)
+                delay = fraction * self.typical_epoch()
+                self.start_timer(delay, lambda run=run: self.kill(run, "random"))
+        for request in self.requests.get(job, []):
+            if request.state in ("sent", "failed"):
+                break  # one at a time, in order
+            if request.state == "planned":
+                if request.plan["after"] <= checkpoint <= self.epochs_of[job] - 3:
+                    self.send(request)
+                break
+
+    def start_timer(self, delay: float, action: Any) -> None:
+        timer = threading.Timer(delay, action)
+        with self.lock:
+            self.timers.append(timer)
+        timer.start()
+
+    def typical_epoch(self) -> float:
+        """The median duration of the last epochs (seconds), for timing kills."""
+        return statistics.median(self.epoch_seconds[-10:] or [EPOCH_SECONDS])
+
+    def current_run(self) -> DriverRun:
+        with self.lock:
+            return self.runs[-1]
+
+    def note(self, text: str) -> None:
+        """A line of the test's own in the current driver run's timeline."""
+        run = self.current_run()
+        run.stdout.append((time.perf_counter() - run.started, text))
+
+    # ---- requests ----
+
+    def send(self, request: Request) -> None:
+        """Send ``request`` in a thread of its own (its answer may take driver restarts)."""
+        request.state = "sent"
+        self.note(
+            f"REQUEST {request.plan['id']} {request.plan['action']} via {request.plan['via']}"
+        )
+        request.thread = threading.Thread(target=self.carry_out, args=(request,), daemon=True)
+        request.thread.start()
+        if request.kill_after is not None and not request.kill_armed:
+            request.kill_armed = True
+            threading.Thread(target=self.kill_while_pending, args=(request,), daemon=True).start()
+
+    def carry_out(self, request: Request) -> None:
+        """Ask for the savepoint or stop and wait for its answer; a quick refusal (the job
+        was not running at that moment) is sent again after the next epoch."""
+        plan, started = request.plan, time.monotonic()
+        checkpoint_dir = str(self.plan.base / "chk")
+        try:
+            if plan["via"] == "cli":
+                request.answer = cli_request(plan["action"], checkpoint_dir, plan["job"])
+            else:
+                client = JobClient(checkpoint_dir, plan["job"])
+                action = client.stop if plan["action"] == "stop" else client.savepoint
+                request.answer = action(timeout=REQUEST_TIMEOUT)
+            request.state = "answered"
+            self.note(f"ANSWERED {request.plan['id']} {request.answer}")
+        except (FlintlockError, RequestFailed) as error:
+            text = f"{type(error).__name__}: {error}"
+            self.note(f"REFUSED {request.plan['id']} {text}")
+            refused = time.monotonic() - started < REFUSED_WITHIN
+            if (refused or "InjectedFault" in text) and len(request.tries) < 5:
+                request.tries.append(text)
+                request.state = "planned"  # sent again after the next epoch
+            else:
+                request.answer, request.state = text, "failed"
+
+    def kill_while_pending(self, request: Request) -> None:
+        """Kill the driver a random part of an epoch after the request is written and a
+        driver runs the job, if the request is still unanswered by then."""
+        job = request.plan["job"]
+        control = job_dir(self.plan.base, job) / "_control"
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        run: DriverRun | None = None
+        while run is None and time.monotonic() < deadline and request.state != "answered":
+            current = self.current_run()  # after a restart: once the new driver has the job
+            if pending_requests(control) and job in current.jobs and current.result is None:
+                run = current
+            time.sleep(0.02)
+        assert request.kill_after is not None
+        time.sleep(request.kill_after * self.typical_epoch())
+        if run is not None and pending_requests(control) and self.kill(run, "while requested"):
+            request.killed = True
+            return
+        later = self.requests[request.plan["job"]]
+        index = later.index(request)
+        if index + 1 < len(later):
+            later[index + 1].kill_after = request.kill_after
+            self.note(f"MISSED the kill during {request.plan['id']}: during the next request")
+
+    def finish_requests(self) -> None:
+        """Give requests still waiting a moment to see their answers."""
+        for requests in self.requests.values():
+            for request in requests:
+                if request.thread is not None:
+                    request.thread.join(10.0)
+
+
+class RequestFailed(Exception):
+    """``flintlock stop|savepoint`` exited with an error."""
+
+
+def cli_request(action: str, checkpoint_dir: str, job: str) -> str:
+    """``flintlock stop|savepoint <job folder>``: the savepoint's path it prints."""
+    folder = str(job_dir(Path(checkpoint_dir).parent, job))
+    command = [sys.executable, "-m", "flintlock.cli", action, folder]
+    command += ["--timeout", str(REQUEST_TIMEOUT)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=REQUEST_TIMEOUT + 30)
+    except subprocess.TimeoutExpired as error:
+        raise RequestFailed(f"flintlock {action} hung") from error
+    if done.returncode != 0:
+        raise RequestFailed(done.stderr.strip()[-500:])
+    return done.stdout.strip()
+
+
+def job_dir(base: Path, job: str) -> Path:
+    """A job's folder in the plan's checkpoint directory (chaos job names need no escape)."""
+    return base / "chk" / job
+
+
+def pending_requests(control: Path) -> list[str]:
+    """Request files in a job's ``_control`` folder without an answer beside them."""
+    names = {path.name for path in control.glob("*.json")}
+    return sorted(
+        name
+        for name in names
+        if not name.endswith(".answer.json") and f"{name[:-5]}.answer.json" not in names
+    )
+
+
+# ---- the end: what the outputs and folders say ----
+
+
+def check_outputs(plan: Plan) -> Check:
+    """Read every job's committed Parquet; count by row id against its sequence."""
+    check = Check()
+    for job in [plan.twin, *plan.jobs]:
+        faults = ", ".join(f"{f['kind']}@{f['where']}" for f in job["faults"]) or "no faults"
+        requests = ", ".join(r["action"] for r in job["requests"]) or "no requests"
+        label = f"{job['name']} (p={job['parallelism']}, {faults}; {requests})"
+        table = pa.table({})
+        if Path(job["output"]).exists():
+            table = ds.dataset(job["output"], format="parquet").to_table()
+        check.table(label, table, job["first_id"], job["rows"])
+        if "event_time" in table.column_names:
+            ids, times = table.column("id").to_pylist(), table.column("event_time").to_pylist()
+            moved = sum(1 for i, t in zip(ids, times, strict=True) if i != t)
+            check.altered += moved
+            if moved:
+                check.problems.append(f"{label}: {moved} rows with another event time")
+    return check
+
+
+def left_behind(base: Path) -> list[str]:
+    """Staged files in FileSink ``_staging-*`` folders and unanswered control requests."""
+    staged = [str(p.relative_to(base)) for p in base.glob("out/*/_staging-*/**/*") if p.is_file()]
+    requests = [
+        f"chk/{control.parent.name}/_control/{name}"
+        for control in base.glob("chk/*/_control")
+        for name in pending_requests(control)
+    ]
+    return sorted(staged) + requests
+
+
+def job_statuses(plan: Plan) -> dict[str, str]:
+    """Each job's status in its result store (``_result.json``)."""
+    statuses = {}
+    for job in [plan.twin, *plan.jobs]:
+        path = job_dir(plan.base, job["name"]) / "_result.json"
+        statuses[job["name"]] = json.loads(path.read_text())["status"] if path.exists() else "-"
+    return statuses
+
+
+def outcomes(base: Path, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the drivers recorded for ``job`` (one per chain that ran it)."""
+    return [
+        json.loads(path.read_text()) for path in sorted(base.glob(f"done/*-{job['name']}.json"))
+    ]
+
+
+@pytest.mark.slow
+def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = chaos_seed()
+    with capsys.disabled():
+        print(f"\nchaos-unbounded seed={seed} (set {SEED_VARIABLE}={seed} to run this plan again)")
+    plan = make_plan(seed, tmp_path)
+    chains = [Chain(plan, number) for number in range(CHAINS)]
+    started = time.perf_counter()
+
+    with ThreadPoolExecutor(CHAINS) as pool:
+        runs = [run for ran in pool.map(Chain.run, chains) for run in ran]
+
+    seconds = time.perf_counter() - started
+    problems = []
+    fired = set(os.listdir(tmp_path / "markers"))
+    missing = [fault.id for fault in plan.faults() if fault.id not in fired]
+    if missing:
+        problems.append(f"planned faults that never fired: {missing}")
+    requests = [r for chain in chains for rs in chain.requests.values() for r in rs]
+    for request in requests:
+        if request.state != "answered":
+            plan = request.plan
+            problems.append(
+                f"request {plan['id']} ({plan['action']} via {plan['via']} after checkpoint "
+                f"{plan['after']}) {request.state}: {request.answer} (earlier tries: "
+                f"{request.tries})"
+            )
+    for chain in chains:
+        for name, sent in chain.requests.items():
+            planned = any(r.plan["kill"] == "kill_while_requested" for r in sent)
+            if planned and not any(r.killed for r in sent):
+                problems.append(f"{name}: every request was answered before the test's kill")
+    tally = Counter(category(fault.kind) for fault in plan.faults())
+    tally["driver kills"] += sum(len(run.killed_by_test) for run in runs)
+    faults = sum(tally.values())
+    for job in plan.jobs:
+        ended = [o["outcome"] for o in outcomes(tmp_path, job)]
+        if ended != ["finished"]:
+            problems.append(f"{job['name']}: drivers ended it {ended} ({outcomes(tmp_path, job)})")
+    twin = [
+        f"{o['outcome']} after {o['executes']} execute() ({o.get('error', '')[:160]})"
+        for o in outcomes(tmp_path, plan.twin)
+    ]
+    if sorted(o.split()[0] for o in twin) != ["finished", "lease"]:
+        problems.append(
+            f"{plan.twin['name']}: {CHAINS} drivers started together; expected one to run it "
+            f"and one refused with a JobLeaseError, got: {'; '.join(twin)}"
+        )
+    statuses = job_statuses(plan)
+    if set(statuses.values()) != {"FINISHED"}:
+        problems.append(f"job result stores: {statuses}")
+    check = check_outputs(plan)
+    left = left_behind(tmp_path)
+    if left:
+        problems.append(f"left behind after every job finished: {left}")
+    kinds = ", ".join(f"{n} {name}" for name, n in tally.most_common())
+    actions = Counter(r.plan["action"] for r in requests if r.state == "answered")
+    summary = (
+        f"chaos-unbounded seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
+        f"{actions['stop']} stops and {actions['savepoint']} savepoints answered, "
+        f"{CHAINS} drivers on one job, {check.duplicates} duplicates, {check.losses} losses, "
+        f"{check.rows_checked:,} rows checked in {seconds:.0f} s"
+    )
+    with capsys.disabled():
+        print(summary)
+    detail = "\n  ".join([summary, *check.problems, *problems])
+    assert check.duplicates == 0 and check.losses == 0 and check.altered == 0, detail
+    assert not problems, detail
+    assert faults >= 20, detail
+
+
+def test_every_seed_plans_each_unbounded_fault_within_the_retry_budgets(tmp_path: Path) -> None:
+    for seed in range(300):
+        plan = make_plan(seed, tmp_path)
+        planned = Counter((f.where, f.kind) for f in plan.faults())
+        pending = [r for r in plan.requests() if r["kill"] == "kill_while_requested"]
+        planned[("request", "kill_while_requested")] = len(pending)
+        for where, kind in REQUIRED:
+            assert planned[(where, kind)] >= 1, (seed, kind)
+        assert len(plan.faults()) + len(pending) + len(plan.random_kills) >= 20, seed
+        actions = {r["action"] for r in plan.requests() if r["kill"] in REQUEST_KILLS}
+        assert actions == {"stop", "savepoint"}, (seed, actions)
+        for job in plan.jobs:
+            kinds = [f["kind"] for f in job["faults"]]
+            last = epochs_of(job)
+            assert sum(k in TASK_KINDS for k in kinds) <= TASK_FAULTS_PER_JOB, (seed, job)
+            assert sum(k in COMMIT_KINDS for k in kinds) <= COMMIT_FAULTS_PER_JOB, (seed, job)
+            assert kills_in(job) <= KILLS_PER_JOB, (seed, job)
+            assert all(f.get("epoch", 0) <= last - 2 for f in job["faults"]), (seed, job)
+            assert job["requests"] and sum(bool(r["kill"]) for r in job["requests"]) <= 1
+            assert not any(r["kill"] for r in job["requests"][1:]), (seed, job)
+            if job["requests"][0]["kill"] == "kill_while_requested":
+                assert len(job["requests"]) == 2, (seed, job)  # a missed kill passes on
+            assert all(r["after"] <= last - 5 for r in job["requests"]), (seed, job)
+            if "process" in {f["where"] for f in job["faults"]}:
+                assert job["keyed"], (seed, job)
+            if any(kind in MID_COMMIT_KINDS for kind in kinds):
+                assert job["parallelism"] >= 2, (seed, job)
+        per_chain = [sum(kills_in(job) for job in plan.jobs[n::CHAINS]) for n in range(CHAINS)]
+        assert max(per_chain) - min(per_chain) <= 2, (seed, per_chain)
+        epochs = {job["name"]: epochs_of(job) for job in plan.jobs}
+        assert all(1 <= at <= epochs[name] - 3 for name, at, _ in plan.random_kills), seed
+        assert plan.planned_kills() == len(plan.random_kills) + sum(
+            f.kind in KILL_KINDS for f in plan.faults()
+        ) + len(pending)
