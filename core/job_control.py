@@ -141,7 +141,10 @@ class JobControl:
         if ended and request.action == "stop" and record.status in ("FINISHED", "STOPPED"):
             checkpoint = f"{self.folder.checkpoints}/chk-{record.checkpoint_id}"
             return {"savepoint": record.savepoint or checkpoint, "final": True}
-        status = f"it ended {record.status}" if ended and record else "it is no longer running"
+        if ended and record is not None and record.status != "RUNNING":
+            status = f"it ended {record.status}"
+        else:
+            status = "its driver is gone (killed or lost); send it again to the job's next run"
         raise JobControlError(
             f"job '{self.folder.job_name}' (run {request.run_id}) did not answer the "
             f"{request.describe()} request {request.request_id}: {status}"

@@ -477,7 +477,7 @@ class Chain:
             if request.state in ("sent", "failed"):
                 break  # one at a time, in order
             if request.state == "planned":
-                if request.plan["after"] <= checkpoint <= self.epochs_of[job] - 3:
+                if request.plan["after"] <= checkpoint <= self.epochs_of[job] - 1:
                     self.send(request)
                 break
 
@@ -532,7 +532,8 @@ class Chain:
             text = f"{type(error).__name__}: {error}"
             self.note(f"REFUSED {request.plan['id']} {text}")
             refused = time.monotonic() - started < REFUSED_WITHIN
-            if (refused or "InjectedFault" in text) and len(request.tries) < 5:
+            expired = "its driver is gone" in text  # the run it was sent to was killed
+            if (refused or expired or "InjectedFault" in text) and len(request.tries) < 5:
                 request.tries.append(text)
                 request.state = "planned"  # sent again after the next epoch
             else:
@@ -673,12 +674,13 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     if missing:
         problems.append(f"planned faults that never fired: {missing}")
     requests = [r for chain in chains for rs in chain.requests.values() for r in rs]
+    unsent = [r.plan["id"] for r in requests if r.state == "planned"]  # the job ended first
     for request in requests:
-        if request.state != "answered":
-            plan = request.plan
+        if request.state not in ("answered", "planned"):
+            sent = request.plan
             problems.append(
-                f"request {plan['id']} ({plan['action']} via {plan['via']} after checkpoint "
-                f"{plan['after']}) {request.state}: {request.answer} (earlier tries: "
+                f"request {sent['id']} ({sent['action']} via {sent['via']} after checkpoint "
+                f"{sent['after']}) {request.state}: {request.answer} (earlier tries: "
                 f"{request.tries})"
             )
     for chain in chains:
@@ -711,9 +713,12 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
         problems.append(f"left behind after every job finished: {left}")
     kinds = ", ".join(f"{n} {name}" for name, n in tally.most_common())
     actions = Counter(r.plan["action"] for r in requests if r.state == "answered")
+    if not actions["stop"] or not actions["savepoint"]:
+        problems.append(f"no stop or no savepoint was answered: {dict(actions)}")
     summary = (
         f"chaos-unbounded seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
-        f"{actions['stop']} stops and {actions['savepoint']} savepoints answered, "
+        f"{actions['stop']} stops and {actions['savepoint']} savepoints answered "
+        f"({len(unsent)} not sent: their job ended first), "
         f"{CHAINS} drivers on one job, {check.duplicates} duplicates, {check.losses} losses, "
         f"{check.rows_checked:,} rows checked in {seconds:.0f} s"
     )
