@@ -94,7 +94,7 @@ def test_a_request_expires_with_its_run(tmp_path: Path) -> None:
     control.answer(answered, savepoint="/sp/3")
     lease.release()
     started = time.monotonic()
-    with pytest.raises(JobControlError, match="did not answer the stop request .*driver is gone"):
+    with pytest.raises(JobControlError, match=r"did not answer the stop request .*driver is gone"):
         control.wait(old, timeout=10)  # at once: the run it was sent to is gone
     assert time.monotonic() - started < 2
     # a requester that died left its files; a new run removes them and never acts on them
