@@ -19,6 +19,8 @@ from flintlock.core.snapshot_paths import lies_under, parent_folder, relative_pa
 METADATA = "_metadata.json"
 COMMITTED = "_committed.json"
 CHECKPOINT_FOLDER = re.compile(r"chk-(\d+)")
+RUN_FOLDER = re.compile(r"[0-9a-f]{12}")
+"""A run's folder in the job's folder (``JobMaster.new_run_id``)."""
 
 __all__ = ["CheckpointCoordinator", "CheckpointError", "CommitError", "CompletedCheckpoint"]
 
@@ -241,6 +243,38 @@ class CheckpointCoordinator:
                     self.storage.delete_dir(leftover)
             deleted.append(checkpoint_id)
         return deleted
+
+    def remove_orphaned_snapshots(self, current_run_id: str) -> list[str]:
+        """Delete what runs left in the job's folder that no completed checkpoint needs:
+        the folders of dead runs, and their snapshots of checkpoints that never completed
+        (each checkpoint's files lie under ``<run id>/chk-<N>``). Returns what went."""
+        self.folder.fence("deletes orphaned snapshots")
+        needed: dict[str, set[str]] = {}
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+                checkpoint = self._read(int(match.group(1)), info.path)
+                needed.setdefault(checkpoint.run_id, set()).add(info.base_name)
+        removed = []
+        selector = pafs.FileSelector(self.folder.path, allow_not_found=True)
+        for run in self.storage.filesystem.get_file_info(selector):
+            if run.type != pafs.FileType.Directory or not RUN_FOLDER.fullmatch(run.base_name):
+                continue
+            if run.base_name == current_run_id:
+                continue
+            if run.base_name not in needed:
+                self.storage.delete_dir(run.path)
+                removed.append(run.path)
+                continue
+            inside = pafs.FileSelector(run.path)
+            for entry in self.storage.filesystem.get_file_info(inside):
+                if entry.base_name not in needed[run.base_name]:
+                    if entry.type == pafs.FileType.Directory:
+                        self.storage.delete_dir(entry.path)
+                    else:
+                        self.storage.filesystem.delete_file(entry.path)
+                    removed.append(entry.path)
+        return removed
 
     def _entries(self) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self.directory, allow_not_found=True)

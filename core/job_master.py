@@ -159,6 +159,7 @@ class JobMaster:
             ):
                 return self._complete(latest, started, resumed=True)
             self.check_resumable(latest)
+        self.coordinator.remove_orphaned_snapshots(self.run_id)
         loop = EpochLoop(self, trigger or EpochTrigger.processing_time(0.0), progress)
         if loop.streaming is not None:
             return StreamingEpochs(loop).run(latest, started, new_run)

@@ -251,3 +251,36 @@ def test_the_status_says_running_only_under_a_fresh_lease(tmp_path: Path) -> Non
     status = job_status(folder)
     assert (status["status"], status["latest_checkpoint"]) == ("FINISHED", 5)
     assert status["result"] == {"records_out": {"sink": 10}}
+
+
+# ---- nothing left behind ----
+
+
+def test_folders_of_dead_runs_and_their_incomplete_snapshots_are_removed(
+    tmp_path: Path,
+) -> None:
+    coordinator = CheckpointCoordinator(job_folder(tmp_path))
+    complete(coordinator, 1)  # of run "run1", which is no run folder's name
+    job = Path(coordinator.folder.path)
+    kept, dead, current = "0123456789ab", "ba9876543210", "ffffffffffff"
+    ack = {"task_name": "v", "subtask_index": 0, "checkpoint_id": 2, "committables": {}}
+    coordinator.complete(2, kept, False, [ack], {("v", 0)})
+    for folder in (
+        f"{kept}/chk-2/v/0-1",
+        f"{kept}/chk-3/v/0-7",
+        f"{kept}/tasks",
+        f"{dead}/chk-3/v/0-2",
+        f"{current}/chk-3/v/0-9",
+        "results",
+        "savepoints",
+    ):
+        (job / folder).mkdir(parents=True)
+    removed = coordinator.remove_orphaned_snapshots(current)
+    assert sorted(Path(p).relative_to(job).as_posix() for p in removed) == sorted(
+        [dead, f"{kept}/chk-3", f"{kept}/tasks"]
+    )
+    left = sorted(p.relative_to(job).as_posix() for p in job.glob("*/chk-*"))
+    assert left == sorted(
+        ["checkpoints/chk-1", "checkpoints/chk-2", f"{current}/chk-3", f"{kept}/chk-2"]
+    )
+    assert (job / "results").is_dir() and (job / "savepoints").is_dir()  # not run folders

@@ -124,6 +124,11 @@ def test_a_driver_whose_lease_is_taken_over_commits_nothing_more(
     assert result.status == "FINISHED"
     ids = data_ids(base)
     assert ids == list(range(3000)), duplicates(ids)
+    # the fenced run's snapshots of checkpoint 3, never completed, went at the restart
+    job = tmp_path / "chk" / "unbounded"
+    snapshots = sorted(p.relative_to(job).as_posix() for p in job.glob("*/chk-*") if p.is_dir())
+    final = f"chk-{result.checkpoint_id}"
+    assert snapshots == sorted([f"checkpoints/{final}", f"{result.run_id}/{final}"])
 
 
 # ---- commits are never replayed ----
