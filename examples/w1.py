@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flintlock import OneInputStreamOperator, ProcessFunction
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 
 RESULT_SCHEMA = pa.schema([("count", pa.int64()), ("sum", pa.float64())])
 

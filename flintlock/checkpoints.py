@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flintlock.core.checkpoint_reader import (
+from flintlock.core.checkpoint.reader import (
     Checkpoint,
     CheckpointSummary,
     OperatorInfo,
@@ -15,7 +15,7 @@ from flintlock.core.checkpoint_reader import (
     read_state,
     read_timers,
 )
-from flintlock.core.restore import rescale
+from flintlock.core.checkpoint.restore import rescale
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from importlib import metadata
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.job_control import PROGRESS_ENV
+from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
+from flintlock.core.hooks.registry import KINDS, build_registry
+from flintlock.core.job.control import PROGRESS_ENV
+from flintlock.core.job.signals import stop_signals
 from flintlock.core.job_errors import JobCanceled
-from flintlock.core.job_signals import stop_signals
-from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
-from flintlock.core.registry import KINDS, build_registry
-from flintlock.core.spark_session import SparkSetupError
+from flintlock.core.spark.session import SparkSetupError
 from flintlock.job_commands import add_job_commands, job_command
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
@@ -127,7 +127,7 @@ def run_job(
 
 def checkpoints_command(args: argparse.Namespace) -> int:
     """``flintlock checkpoints list|show|read``: print what a checkpoint folder holds."""
-    from flintlock.core import checkpoint_reader as reader
+    from flintlock.core.checkpoint import reader
 
     try:
         if args.action == "list":

@@ -11,16 +11,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import (
+from flintlock.core.api.functions import (
     FilterFunction,
     FlatMapFunction,
     MapFunction,
     Row,
     overrides,
 )
-from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, conform_batch, rows_of
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.runtime.records import HeldOutputMixin, RowBatchBuilder, conform_batch, rows_of
 
 
 class _LambdaMap(MapFunction):

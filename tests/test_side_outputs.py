@@ -84,11 +84,11 @@ def test_side_output_of_a_union_or_twice_on_one_input_is_refused() -> None:
 
 def test_side_edges_and_watermark_status_ride_the_same_channels() -> None:
     from flintlock.core.events import CheckpointBarrier, DataEvent, WatermarkStatusEvent
-    from flintlock.core.execution_plan import ExecutionPlan
-    from flintlock.core.job_graph import InputEdge, Transformation, build_job_graph
-    from flintlock.core.message_reader import MessageReader
-    from flintlock.core.message_writer import MessageWriter
-    from flintlock.core.source import SourceOperator
+    from flintlock.core.exchange.reader import MessageReader
+    from flintlock.core.exchange.writer import MessageWriter
+    from flintlock.core.plan.execution import ExecutionPlan
+    from flintlock.core.plan.graph import InputEdge, Transformation, build_job_graph
+    from flintlock.core.sources.source import SourceOperator
 
     def make(tid: int, name: str, inputs: list[InputEdge]) -> Transformation:
         return Transformation(

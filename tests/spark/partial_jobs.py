@@ -27,9 +27,9 @@ from flintlock import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
-from flintlock.core.sequence_source import SEQUENCE_SCHEMA, SequenceSource
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
+from flintlock.core.sources.sequence import SEQUENCE_SCHEMA, SequenceSource
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 

@@ -12,7 +12,7 @@ from job_scripts import start_session
 from killed_driver_job import DyingFileSink
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

@@ -23,7 +23,7 @@ from partial_jobs import (
 from pyspark import cloudpickle
 from unbounded_jobs import wait_for_epochs
 
-from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.api.triggers import EpochTrigger
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(partial_jobs)  # workers cannot import tests/
