@@ -48,6 +48,7 @@ from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
+from flintlock.core.job.epoch_run import EpochRun
 from flintlock.core.job.master import JobMaster
 from flintlock.core.spark.stage import StageFunction
 from flintlock.sinks.files import FileSink
@@ -116,8 +117,8 @@ STEPS: list[tuple[str, Any, str]] = [
     ("complete checkpoint (metadata)", CheckpointCoordinator, "complete"),
     ("sink commit", CheckpointCoordinator, "commit"),
     ("retain checkpoints", CheckpointCoordinator, "retain"),
-    ("status file write", EpochLoop, "_write_status"),
-    ("plan next epoch's restores", EpochLoop, "_restores_after"),
+    ("status file write", EpochRun, "_write_status"),
+    ("plan next epoch's restores", EpochRun, "restores_after"),
 ]
 
 

@@ -23,7 +23,7 @@ from flintlock.core.hooks.registry import build_registry
 from flintlock.core.job.checks import check_before_spark
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import PROGRESS_ENV, progress_line
-from flintlock.core.job.epoch_loop import Progress
+from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
 from flintlock.core.job.master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation

@@ -22,7 +22,8 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import MESSAGE_DDL, Kind, decode_json
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import JobControl
-from flintlock.core.job.epoch_loop import EpochLoop, Progress
+from flintlock.core.job.epoch_loop import EpochLoop
+from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
 from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError

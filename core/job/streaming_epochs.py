@@ -26,14 +26,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
-    from flintlock.core.job.epoch_loop import EpochLoop
+    from flintlock.core.job.epoch_run import EpochRun
     from flintlock.core.job.master import JobExecutionResult
 
 
 class StreamingEpochs:
     """Runs one job run as a streaming query whose micro-batches are epochs."""
 
-    def __init__(self, loop: EpochLoop) -> None:
+    def __init__(self, loop: EpochRun) -> None:
         self.loop = loop
         self.master = loop.master
         self.source = loop.streaming
@@ -53,7 +53,7 @@ class StreamingEpochs:
                 "which must be on the local file system for now"
             )
         self.run_id = master.run_id
-        restore, states, first_id = loop._starting_point(latest, new_run, self.run_id)
+        restore, states, first_id = loop.starting_point(latest, new_run, self.run_id)
         stream = states.get(self.uid) or {}
         self.offsets = stream.get("offsets") or f"{master.folder.path}/spark-offsets-{self.run_id}"
         self.base = int(stream["base"]) if "base" in stream else first_id - 1
@@ -78,8 +78,8 @@ class StreamingEpochs:
             raise error
         if self.ending is not None:  # a stop request took its savepoint
             checkpoint, savepoint = self.ending
-            return loop._stopped(checkpoint, self.run_id, started, savepoint)
-        return loop._stopped(self.checkpoint, self.run_id, started, None)
+            return loop.stopped(checkpoint, self.run_id, started, savepoint)
+        return loop.stopped(self.checkpoint, self.run_id, started, None)
 
     def _writer(self) -> Any:
         """The query's writer: foreachBatch, the offsets folder, the trigger."""
@@ -116,7 +116,7 @@ class StreamingEpochs:
                     f"{self.offsets} does not belong to these checkpoints"
                 )
             master.coordinator.commit(latest, master.sinks)  # done before a crash
-            self.checkpoint, self.restores = latest, loop._restores_after(latest)
+            self.checkpoint, self.restores = latest, loop.restores_after(latest)
             return
         request = loop.next_request(self.run_id)
         drain = request is not None and request.action == "stop" and request.drain
@@ -140,7 +140,7 @@ class StreamingEpochs:
             loop.control.answer(request, error=f"{type(error).__name__}: {error}")
             request, drain = None, False
             checkpoint = self._run(checkpoint_id, planned, None, False, epoch_started)
-        self.checkpoint, self.restores = checkpoint, loop._restores_after(checkpoint)
+        self.checkpoint, self.restores = checkpoint, loop.restores_after(checkpoint)
         if request is not None:
             savepoint = checkpoint.savepoint
             loop.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
@@ -161,5 +161,5 @@ class StreamingEpochs:
         kind = "savepoint" if request is not None else "checkpoint"
         barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
         root = loop.savepoint_root(checkpoint_id) if request is not None else None
-        plan = loop._plan(self.run_id, barrier, self.restores, [], planned, drain, root)
-        return loop._run_epoch(plan, planned, epoch_started)
+        plan = loop.plan(self.run_id, barrier, self.restores, [], planned, drain, root)
+        return loop.run_epoch(plan, planned, epoch_started)
