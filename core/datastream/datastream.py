@@ -6,14 +6,12 @@ Every operator is built from the operator registered under its name (``map``,
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from flintlock.core.api.functions import (
-    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
     KeyedProcessFunction,
@@ -22,29 +20,28 @@ from flintlock.core.api.functions import (
     SinkFunction,
 )
 from flintlock.core.api.keyed_batch import KeyedBatchProcessFunction
-from flintlock.core.api.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
+from flintlock.core.api.keys import KeySelector
 from flintlock.core.api.side_outputs import OutputTag, check_tag
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.watermarks import WatermarkStrategy
-from flintlock.core.exchange.murmur import is_key_type
-from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, Partitioner, hash_by
-from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.datastream.building import BuildingStream, Feed
+from flintlock.core.datastream.checks import check_function, check_parallelism
+from flintlock.core.datastream.connected import ConnectedStreams
+from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, hash_by
+from flintlock.core.plan.graph import GraphError
 from flintlock.core.runtime.operator import StreamOperator
 
 if TYPE_CHECKING:
     from flintlock.core.api.join_functions import IntervalJoin, WindowJoin
     from flintlock.core.api.window_assigners import WindowAssigner
-    from flintlock.core.datastream.environment import StreamExecutionEnvironment
     from flintlock.core.datastream.windowed import WindowedStream
     from flintlock.core.state.descriptors import StateDescriptor
 
-Feed = list[tuple[Transformation, Partitioner | None, str | None]]
-"""(upstream, partitioner, side output tag name or None for the main output) per input."""
 Key = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
 """What ``key_by`` takes: a column, a list of columns (one tuple key) or a key selector."""
 
 
-class DataStream:
+class DataStream(BuildingStream):
     """A stream of record batches; each method adds an operator and returns its output.
 
     ``schema`` is the schema of its records where the job's definition shows it: sources
@@ -52,40 +49,6 @@ class DataStream:
     ``output_schema=``. Checks that need it (key columns, event-time columns) are made as
     the method is called, and skipped where it is unknown (None).
     """
-
-    def __init__(
-        self,
-        env: StreamExecutionEnvironment,
-        feed: Feed,
-        key_column: str | None = None,
-        timestamp_column: str | None = None,
-        schema: pa.Schema | None = None,
-        key_selector: KeySelector | None = None,
-    ) -> None:
-        self.env = env
-        self.feed = feed
-        if key_selector is None and key_column is not None:
-            key_selector = ColumnKey(key_column)
-        self.key_selector = key_selector
-        self.timestamp_column = timestamp_column
-        self.schema = schema
-
-    @property
-    def key_column(self) -> str | None:
-        """The key column of a stream keyed by one column (else None)."""
-        return self.key_selector.column if isinstance(self.key_selector, ColumnKey) else None
-
-    @property
-    def transformation(self) -> Transformation:
-        """The transformation producing this stream (not defined for a union)."""
-        if len(self.feed) != 1:
-            raise GraphError("a union of streams has no single transformation")
-        if self.feed[0][2] is not None:
-            raise GraphError(
-                f"side output '{self.feed[0][2]}' of '{self.feed[0][0].name}' has no operator "
-                f"of its own: set parallelism or task type on the operator that reads it"
-            )
-        return self.feed[0][0]
 
     # ---- transformations ----
 
@@ -96,7 +59,7 @@ class DataStream:
 
         ``output_schema`` (a pa.Schema) types the output rows (else the first output's
         types), makes the schema known downstream and is enforced at run time."""
-        _check_function("map", function, MapFunction)
+        check_function("map", function, MapFunction)
         schema = self._output_schema("map", name, function, output_schema)
         factory = self.env.operator("map")
         return self._then(
@@ -116,7 +79,7 @@ class DataStream:
 
         ``output_schema`` makes the schema known downstream; each output batch is cast to it
         (a missing column or a value that does not cast is an error naming the column)."""
-        _check_function("map_batch", function, MapFunction)
+        check_function("map_batch", function, MapFunction)
         schema = self._output_schema("map_batch", name, function, output_schema)
         factory = self.env.operator("map")
         return self._then(
@@ -128,7 +91,7 @@ class DataStream:
 
     def filter(self, function: Any, name: str | None = None) -> DataStream:
         """Keep rows where a FilterFunction or a callable on dicts holds."""
-        _check_function("filter", function, FilterFunction)
+        check_function("filter", function, FilterFunction)
         factory = self.env.operator("filter")
         return self._then("filter", name, lambda n: factory(function, name=n), schema=self.schema)
 
@@ -136,7 +99,7 @@ class DataStream:
         self, function: Callable[[pa.RecordBatch], Any], name: str | None = None
     ) -> DataStream:
         """Keep rows where the boolean mask returned per batch holds (the fast path)."""
-        _check_function("filter_batch", function, FilterFunction)
+        check_function("filter_batch", function, FilterFunction)
         factory = self.env.operator("filter")
         return self._then(
             "filter", name, lambda n: factory(function, name=n, batch=True), schema=self.schema
@@ -146,7 +109,7 @@ class DataStream:
         self, function: Any, name: str | None = None, output_schema: pa.Schema | None = None
     ) -> DataStream:
         """Zero or more rows per row; ``output_schema`` as for ``map``."""
-        _check_function("flat_map", function, FlatMapFunction)
+        check_function("flat_map", function, FlatMapFunction)
         schema = self._output_schema("flat_map", name, function, output_schema)
         factory = self.env.operator("flat_map")
         return self._then(
@@ -183,7 +146,7 @@ class DataStream:
         """A ProcessFunction per record; keyed (state, timers) after key_by.
 
         ``output_schema`` types what ``out.collect`` emits, as for ``map``."""
-        _check_function("process", function, ProcessFunction, callable_ok=False)
+        check_function("process", function, ProcessFunction, callable_ok=False)
         schema = self._output_schema("process", name, function, output_schema)
         self._check_event_time("process", name)
         key, stamp = self.key_selector, self.timestamp_column
@@ -224,7 +187,7 @@ class DataStream:
         batch and its keys, it reads and updates state for all keys at once (fast path).
 
         ``output_schema`` is enforced on the batches it returns, as for ``map_batch``."""
-        _check_function("process_batch", function, KeyedBatchProcessFunction, callable_ok=False)
+        check_function("process_batch", function, KeyedBatchProcessFunction, callable_ok=False)
         schema = self._output_schema("process_batch", name, function, output_schema)
         key = self.key_selector
         if key is None:
@@ -340,7 +303,7 @@ class DataStream:
         its input to that many)."""
         transformation = self.transformation
         name = transformation.name
-        _check_parallelism(parallelism, self.env.max_parallelism, f"'{name}': set_parallelism")
+        check_parallelism(parallelism, self.env.max_parallelism, f"'{name}': set_parallelism")
         transformation.parallelism = parallelism
         transformation.parallelism_from_partitions = False
         return self
@@ -411,191 +374,7 @@ class DataStream:
         result = self.env.execute(job_name)
         return result.collected.get(sink.name, pa.table({}))
 
-    # ---- internals ----
-
-    def _then(
-        self,
-        kind: str,
-        name: str | None,
-        build: Callable[[str], StreamOperator],
-        sink: TwoPhaseCommitSink | None = None,
-        is_sink: bool = False,
-        schema: pa.Schema | None = None,
-    ) -> DataStream:
-        label = self.env._unique(name or kind)
-        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.feed]
-        t = self.env._add(label, lambda: build(label), inputs, sink=sink, is_sink=is_sink)
-        return DataStream(
-            self.env, [(t, None, None)], timestamp_column=self.timestamp_column, schema=schema
-        )
-
-    def _then_two_input(
-        self,
-        second: DataStream,
-        kind: str,
-        name: str | None,
-        build: Callable[[str], StreamOperator],
-        schema: pa.Schema | None = None,
-        second_partitioner: Partitioner | None = None,
-    ) -> DataStream:
-        """A two-input operator: this stream feeds input 1, ``second`` input 2 (through
-        ``second_partitioner`` if given, e.g. broadcast)."""
-        env = self.env
-        label = env._unique(name or kind)
-        inputs = [InputEdge(t.id, 1, p, side) for t, p, side in self.feed] + [
-            InputEdge(t.id, 2, second_partitioner or p, side) for t, p, side in second.feed
-        ]
-        t = env._add(label, lambda: build(label), inputs)
-        return DataStream(env, [(t, None, None)], schema=schema)
-
-    def _follows(self) -> str:
-        """The operators this stream comes out of, for messages."""
-        return " and ".join(f"'{t.name}'" for t, *_ in self.feed)
-
-    def _output_schema(
-        self, method: str, name: str | None, function: Any, declared: pa.Schema | None
-    ) -> pa.Schema | None:
-        """The schema the new operator's output will have: declared, or the function's own."""
-        if declared is not None and not isinstance(declared, pa.Schema):
-            raise GraphError(
-                f"{method}({name or ''}) after {self._follows()}: output_schema must be a "
-                f"pyarrow.Schema, not {declared!r}"
-            )
-        own = declared if declared is not None else getattr(function, "output_schema", None)
-        return own if isinstance(own, pa.Schema) else None
-
-    def _check_event_time(self, method: str, name: str | None) -> None:
-        column, schema = self.timestamp_column, self.schema
-        if column is not None and schema is not None and schema.get_field_index(column) < 0:
-            raise GraphError(
-                f"{method}({name or ''}) after {self._follows()}: the event-time column "
-                f"'{column}' (the source's WatermarkStrategy) is not in its input, whose "
-                f"columns are {schema.names}; keep it in the output_schema of the operators "
-                f"before"
-            )
-
-    def _key_selector(self, key: Any) -> KeySelector:
-        """The KeySelector for ``key_by``'s argument, checked against the known schema."""
-        where = f"key_by({key!r}) after {self._follows()}"
-        if isinstance(key, KeySelector):
-            selector = key
-        elif isinstance(key, str):
-            if not key:
-                raise GraphError(f"{where}: the key column name is empty")
-            selector = ColumnKey(key)
-        elif isinstance(key, list | tuple):
-            if not key:
-                raise GraphError(f"{where}: the list of key columns is empty")
-            wrong = [c for c in key if not isinstance(c, str) or not c]
-            if wrong:
-                raise GraphError(f"{where}: key columns are column names; {wrong[0]!r} is not")
-            twice = sorted({c for c in key if key.count(c) > 1})
-            if twice:
-                raise GraphError(f"{where}: key column(s) {twice} appear more than once")
-            selector = ColumnsKey(key)
-        elif callable(key):
-            _check_one_argument(key, where)
-            selector = FunctionKey(key)
-        else:
-            raise GraphError(
-                f"{where}: a key is a column name, a list of column names or a key selector "
-                f"(a KeySelector, or a function of the row returning the key), not "
-                f"{type(key).__name__}"
-            )
-        if self.schema is not None and selector.columns is not None:
-            self._check_key_columns(selector.columns, where)
-        return selector
-
-    def _check_key_columns(self, columns: Sequence[str], where: str) -> None:
-        schema = self.schema
-        assert schema is not None
-        missing = [c for c in columns if schema.get_field_index(c) < 0]
-        if missing:
-            which = f"column '{missing[0]}' is" if len(missing) == 1 else f"columns {missing} are"
-            raise GraphError(
-                f"{where}: key {which} not in its schema; its columns are {schema.names}"
-            )
-        for column in columns:
-            kind = schema.field(column).type
-            if not is_key_type(kind):
-                raise GraphError(
-                    f"{where}: key column '{column}' has type {kind}, which cannot be hashed "
-                    f"stably; key by int, str, bytes or bool columns (or a key selector "
-                    f"returning such values)"
-                )
-
-
-class ConnectedStreams:
-    """Two streams feeding inputs 1 and 2 of one operator."""
-
-    def __init__(self, first: DataStream, second: DataStream) -> None:
-        self.first, self.second = first, second
-
-    def process(
-        self,
-        function: CoProcessFunction,
-        name: str | None = None,
-        output_schema: pa.Schema | None = None,
-    ) -> DataStream:
-        """A CoProcessFunction; keyed when both streams were keyed.
-
-        ``output_schema`` types what ``out.collect`` emits, as for ``DataStream.map``."""
-        _check_function("co_process", function, CoProcessFunction, callable_ok=False)
-        schema = self.first._output_schema("co_process", name, function, output_schema)
-        keys = (self.first.key_selector, self.second.key_selector)
-        key_columns = keys if keys[0] is not None and keys[1] is not None else None
-        stamps = (self.first.timestamp_column, self.second.timestamp_column)
-        factory = self.first.env.operator("co_process")
-        return self.first._then_two_input(
-            self.second,
-            "co_process",
-            name,
-            lambda label: factory(
-                function,
-                key_columns=key_columns,
-                timestamp_columns=stamps,
-                name=label,
-                output_schema=output_schema,
-            ),
-            schema,
-        )
-
 
 def _named(operator: StreamOperator, name: str) -> StreamOperator:
     operator.name = name
     return operator
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_parallelism(parallelism: Any, max_parallelism: int, what: str) -> None:
-    """Parallelism is an int in 1..max_parallelism (0 does not mean "the default")."""
-    if not _is_int(parallelism) or not 0 < parallelism <= max_parallelism:
-        raise GraphError(
-            f"{what} {parallelism!r} must be an int in 1..{max_parallelism} (max_parallelism)"
-        )
-
-
-def _check_function(method: str, function: Any, base: type, callable_ok: bool = True) -> None:
-    """A user function of the right kind (``base``) or, where allowed, a plain callable."""
-    if isinstance(function, base) or (callable_ok and callable(function)):
-        return
-    allowed = f"a {base.__name__}" + (" or a callable" if callable_ok else "")
-    raise GraphError(f"{method}: the function must be {allowed}, not {type(function).__name__}")
-
-
-def _check_one_argument(function: Callable[..., Any], where: str) -> None:
-    """A key selector function is called with one argument, the row."""
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):  # a builtin without a signature: accept it
-        return
-    try:
-        signature.bind(object())
-    except TypeError:
-        raise GraphError(
-            f"{where}: a key selector function takes one argument (the row as a dict); "
-            f"its signature is {signature}"
-        ) from None

@@ -17,7 +17,8 @@ from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.checkpoint.job_folder import check_job_name
 from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
-from flintlock.core.datastream.datastream import DataStream, _check_parallelism, _is_int
+from flintlock.core.datastream.checks import check_parallelism, is_int
+from flintlock.core.datastream.datastream import DataStream
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.job.checks import check_before_spark
@@ -67,7 +68,7 @@ class StreamExecutionEnvironment:
         retained_checkpoints: int = 1,
         lease_seconds: float = DEFAULT_RENEW_SECONDS,
     ) -> None:
-        if not _is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
+        if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
                 f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
             )
@@ -77,13 +78,13 @@ class StreamExecutionEnvironment:
                 parallelism = _parallelism_from_env(from_env)
             else:
                 parallelism = min(os.cpu_count() or 2, max_parallelism)
-        _check_parallelism(parallelism, max_parallelism, "StreamExecutionEnvironment: parallelism")
+        check_parallelism(parallelism, max_parallelism, "StreamExecutionEnvironment: parallelism")
         self.parallelism = parallelism
         self.spark = spark
         self.master = master or os.environ.get("FLINTLOCK_MASTER")
         self.checkpoint_dir = checkpoint_dir
         self.keep_temporary_checkpoints = keep_temporary_checkpoints
-        if not _is_int(retained_checkpoints) or retained_checkpoints < 1:
+        if not is_int(retained_checkpoints) or retained_checkpoints < 1:
             raise GraphError(
                 f"retained_checkpoints {retained_checkpoints!r} must be an int >= 1 (the "
                 f"completed checkpoints a job keeps)"
@@ -151,7 +152,7 @@ class StreamExecutionEnvironment:
         repartitioned to ``parallelism`` or the environment's parallelism.
         """
         if parallelism is not None:
-            _check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
+            check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
         stream = self.from_source(DataFrameSource(), watermark_strategy, name=name)
         self._read_frame(stream, frame, parallelism, watermark_strategy)
         stream.transformation.parallelism_from_partitions = parallelism is None
@@ -205,7 +206,7 @@ class StreamExecutionEnvironment:
                 "batch DataFrame with from_dataframe"
             )
         if parallelism is not None:
-            _check_parallelism(parallelism, self.max_parallelism, "from_stream: parallelism")
+            check_parallelism(parallelism, self.max_parallelism, "from_stream: parallelism")
         stream = self.from_source(StreamingDataFrameSource(), watermark_strategy, name=name)
         self._read_frame(stream, frame, parallelism, watermark_strategy)
         return stream
@@ -412,7 +413,7 @@ def _parallelism_from_env(value: str) -> int:
 
 
 def _check_batch_size(batch_size: Any, method: str) -> None:
-    if not _is_int(batch_size) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise GraphError(f"{method}: batch_size {batch_size!r} must be an int >= 1")
 
 
