@@ -21,9 +21,10 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.checkpoint.reader import load_checkpoint, read_state, verify_state_files
+from flintlock.core.checkpoint.reader import load_checkpoint
 from flintlock.core.checkpoint.restore import subtask_restore
 from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskSnapshot
+from flintlock.core.checkpoint.state_reader import read_state, verify_state_files
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.exchange.key_groups import key_group_range
 from flintlock.core.exchange.murmur import key_groups_of

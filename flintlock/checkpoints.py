@@ -9,13 +9,11 @@ from flintlock.core.checkpoint.reader import (
     Checkpoint,
     CheckpointSummary,
     OperatorInfo,
-    describe,
     list_checkpoints,
     load_checkpoint,
-    read_state,
-    read_timers,
 )
 from flintlock.core.checkpoint.restore import rescale
+from flintlock.core.checkpoint.state_reader import describe, read_state, read_timers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

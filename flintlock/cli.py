@@ -127,7 +127,7 @@ def run_job(
 
 def checkpoints_command(args: argparse.Namespace) -> int:
     """``flintlock checkpoints list|show|read``: print what a checkpoint folder holds."""
-    from flintlock.core.checkpoint import reader
+    from flintlock.core.checkpoint import reader, state_reader
 
     try:
         if args.action == "list":
@@ -143,9 +143,9 @@ def checkpoints_command(args: argparse.Namespace) -> int:
                     f"{flags[1]}  {c.subtasks} subtasks  {c.path}{savepoint}"
                 )
         elif args.action == "show":
-            print(json.dumps(reader.describe(reader.load_checkpoint(args.dir)), indent=1))
+            print(json.dumps(state_reader.describe(reader.load_checkpoint(args.dir)), indent=1))
         else:
-            table = reader.read_state(args.dir, args.operator, args.state)
+            table = state_reader.read_state(args.dir, args.operator, args.state)
             for row in table.to_pylist():
                 print(json.dumps(row, default=str, sort_keys=True))
     except FlintlockError as error:

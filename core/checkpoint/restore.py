@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from flintlock.core.checkpoint.finished_subtasks import restored_finishes
-from flintlock.core.checkpoint.reader import Checkpoint, load_checkpoint, verify_state_files
+from flintlock.core.checkpoint.reader import Checkpoint, load_checkpoint
 from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskRestore, TaskSnapshot
+from flintlock.core.checkpoint.state_reader import verify_state_files
 from flintlock.core.exchange.key_groups import key_group_range
 from flintlock.core.job_errors import RestoreError
 from flintlock.core.plan.graph import GraphError
