@@ -67,7 +67,7 @@ from flintlock.core.events import MAX_WATERMARK, Watermark
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.job.client import JobClient
-from flintlock.core.job.master import JobExecutionResult
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,

@@ -24,7 +24,8 @@ from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import PROGRESS_ENV, progress_line
 from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
-from flintlock.core.job.master import JobConfig, JobExecutionResult, JobMaster
+from flintlock.core.job.master import JobConfig, JobMaster
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session

@@ -14,7 +14,7 @@ from flintlock.core.job.status import job_status
 from flintlock.core.job_errors import JobControlError
 
 if TYPE_CHECKING:
-    from flintlock.core.job.master import JobExecutionResult
+    from flintlock.core.job.result import JobExecutionResult
 
 
 class JobClient:

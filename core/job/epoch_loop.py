@@ -35,7 +35,7 @@ from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.epochs import EpochSplits
 
 if TYPE_CHECKING:
-    from flintlock.core.job.master import JobExecutionResult
+    from flintlock.core.job.result import JobExecutionResult
 
 
 class EpochLoop(EpochRun):

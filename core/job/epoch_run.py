@@ -38,7 +38,8 @@ from flintlock.core.spark.sources import with_source_partitions
 from flintlock.core.spark.streaming_source import StreamingDataFrameSource
 
 if TYPE_CHECKING:
-    from flintlock.core.job.master import JobExecutionResult, JobMaster
+    from flintlock.core.job.master import JobMaster
+    from flintlock.core.job.result import JobExecutionResult
 
 Progress = Callable[[dict[str, Any]], None]
 """Called on the driver after every epoch with its figures (the CLI prints a line)."""

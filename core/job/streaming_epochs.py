@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
     from flintlock.core.job.epoch_run import EpochRun
-    from flintlock.core.job.master import JobExecutionResult
+    from flintlock.core.job.result import JobExecutionResult
 
 
 class StreamingEpochs:

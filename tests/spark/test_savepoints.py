@@ -22,7 +22,8 @@ from restore_jobs import ROWS, N, build, final_totals, running_sums
 from flintlock import CheckpointError
 from flintlock.checkpoints import list_checkpoints, load_checkpoint, read_state
 from flintlock.cli import main
-from flintlock.core.job.master import JobConfig, JobExecutionResult, JobMaster
+from flintlock.core.job.master import JobConfig, JobMaster
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.job_errors import CommitError
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
