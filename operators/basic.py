@@ -20,7 +20,8 @@ from flintlock.core.api.functions import (
 )
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import HeldOutputMixin, RowBatchBuilder, conform_batch, rows_of
+from flintlock.core.runtime.records import conform_batch, rows_of
+from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
 
 
 class _LambdaMap(MapFunction):

@@ -42,7 +42,7 @@ from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.exchange.partitioners import BatchSplitter, hash_by
 from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
 from flintlock.core.plan.graph import GraphError
-from flintlock.core.runtime.records import MAX_HELD_ROWS
+from flintlock.core.runtime.row_batches import MAX_HELD_ROWS
 from flintlock.core.sources.source import CollectionSource
 from flintlock.operators.basic import FlatMapOperator, MapOperator
 from flintlock.operators.process import KeyedProcessOperator, ProcessOperator

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.runtime.records import RowBatchBuilder
+from flintlock.core.runtime.row_batches import RowBatchBuilder
 
 if TYPE_CHECKING:
     from flintlock.core.runtime.output import Output

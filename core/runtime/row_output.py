@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from flintlock.core.api.functions import Collector
-from flintlock.core.runtime.records import HeldOutputMixin, RowBatchBuilder
+from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
 
 
 class RowOutputMixin(HeldOutputMixin):
