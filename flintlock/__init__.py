@@ -6,6 +6,11 @@ from pathlib import Path as _Path
 # checkout (a Spark worker started by `python -m` in the repository puts it first on
 # sys.path), they are this folder's siblings core/, plugins/, operators/ and sinks/, which
 # setuptools' package-dir maps at install time: map them the same way here.
+# Why it must stay: ARCHITECTURE.md keeps core/, plugins/, operators/ and sinks/ at the
+# repository's top beside flintlock/, and a process whose sys.path starts with the checkout
+# finds this folder as `flintlock` before any installed or editable mapping (setuptools'
+# editable finder comes after the path finder), so `flintlock.core` would not import there
+# without it; a meta path finder would do the same in more code.
 _here = _Path(__file__).resolve().parent
 if not (_here / "core").is_dir() and (_here.parent / "core" / "hooks" / "specs.py").is_file():
     __path__.append(str(_here.parent))
