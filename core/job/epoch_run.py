@@ -193,6 +193,7 @@ class EpochRun:
             self.progress(figures)
 
     def _write_status(self, status: str, run_id: str, checkpoint_id: int, **extra: Any) -> None:
+        """The run's status file (``flintlock status``): status, trigger, epochs so far."""
         folder = self.master.folder
         self.control.write_status(
             {
