@@ -53,6 +53,12 @@ def final_totals(rows: list[dict[str, Any]]) -> dict[int, int]:
     return totals
 
 
+def collected(result: Any) -> list[tuple[int, int, int]]:
+    """The collect sink's rows of a run's result: (k, v, running total), in output order."""
+    table = result.collected["out"]
+    return list(zip(*(table.column(c).to_pylist() for c in ("k", "v", "total")), strict=True))
+
+
 def build(
     spark: Any,
     base: str,
