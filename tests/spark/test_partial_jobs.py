@@ -16,12 +16,11 @@ from partial_jobs import (
     EpochRecorder,
     build,
     build_lanes,
-    committed_rows,
     lanes_reference,
     one_pass,
 )
 from pyspark import cloudpickle
-from unbounded_jobs import wait_for_epochs
+from unbounded_jobs import committed_rows, wait_for_epochs
 
 from flintlock.core.api.triggers import EpochTrigger
 
