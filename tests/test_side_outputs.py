@@ -8,34 +8,17 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from side_output_functions import BIG, ODD, Split
 
 from flintlock import (
     CoProcessFunction,
     GraphError,
     OutputTag,
-    ProcessFunction,
     SideOutputError,
     StreamExecutionEnvironment,
 )
 from flintlock.operators.process import CoProcessOperator, ProcessOperator
 from flintlock.testing import OneInputHarness, TwoInputHarness
-
-ODD = OutputTag("odd", pa.schema([("v", pa.int64())]))
-BIG = OutputTag("big", pa.schema([("v", pa.int64()), ("note", pa.string())]))
-
-
-class Split(ProcessFunction):
-    """Even rows out, odd rows to a side output; rows above 100 also to another one."""
-
-    output_schema = pa.schema([("v", pa.int64())])
-
-    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
-        if value["v"] % 2:
-            ctx.output(ODD, {"v": value["v"]})
-        else:
-            out.collect({"v": value["v"]})
-        if value["v"] > 100:
-            ctx.output(BIG, {"v": value["v"], "note": "big"})
 
 
 def test_process_function_side_outputs_in_the_harness() -> None:
