@@ -33,9 +33,9 @@ import pluggy
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock.core.operator import OneInputStreamOperator
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.task_state import ExecutionState
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.execution_state import ExecutionState
+from flintlock.core.runtime.operator import OneInputStreamOperator
 from flintlock.operators.basic import MapOperator
 from flintlock.testing import OneInputHarness
 

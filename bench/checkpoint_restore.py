@@ -19,14 +19,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.checkpoint_reader import load_checkpoint, read_state, verify_state_files
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.key_groups import key_group_range
-from flintlock.core.murmur import key_groups_of
-from flintlock.core.restore import subtask_restore
-from flintlock.core.snapshots import OperatorSnapshot, TaskSnapshot
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.reader import load_checkpoint
+from flintlock.core.checkpoint.restore import subtask_restore
+from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskSnapshot
+from flintlock.core.checkpoint.state_reader import read_state, verify_state_files
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.exchange.key_groups import key_group_range
+from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.state.descriptors import ValueStateDescriptor
 from flintlock.plugins.hashmap_backend import HashMapKeyedStateBackend
 

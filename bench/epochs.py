@@ -41,15 +41,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.epoch_loop import EpochLoop
-from flintlock.core.epoch_triggers import EpochTrigger
-from flintlock.core.job_control import JobControl
-from flintlock.core.job_master import JobMaster
-from flintlock.core.plugin_manager import build_plugin_manager
-from flintlock.core.registry import build_registry
-from flintlock.core.spark_stage import StageFunction
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
+from flintlock.core.job.control import JobControl
+from flintlock.core.job.epoch_loop import EpochLoop
+from flintlock.core.job.epoch_run import EpochRun
+from flintlock.core.job.master import JobMaster
+from flintlock.core.spark.stage import StageFunction
 from flintlock.sinks.files import FileSink
 
 ROUTED = pa.schema([("id", pa.int64()), ("route", pa.int32())])
@@ -116,8 +117,8 @@ STEPS: list[tuple[str, Any, str]] = [
     ("complete checkpoint (metadata)", CheckpointCoordinator, "complete"),
     ("sink commit", CheckpointCoordinator, "commit"),
     ("retain checkpoints", CheckpointCoordinator, "retain"),
-    ("status file write", EpochLoop, "_write_status"),
-    ("plan next epoch's restores", EpochLoop, "_restores_after"),
+    ("status file write", EpochRun, "_write_status"),
+    ("plan next epoch's restores", EpochRun, "restores_after"),
 ]
 
 
@@ -282,7 +283,7 @@ def per_task_costs(plan: Any, rounds: int = 20) -> dict[str, float]:
 
 def _time_entry_point_scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In a Python worker: what ``installed_plugins()`` costs a worker that has not run it."""
-    from flintlock.core.plugin_manager import installed_plugins
+    from flintlock.core.hooks.manager import installed_plugins
 
     for _ in batches:
         pass

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from flintlock import OneInputStreamOperator, WatermarkStrategy
-from flintlock.core.source import CollectionSource, SourceOperator
+from flintlock.core.sources.source import CollectionSource, SourceOperator
 from flintlock.testing import SourceHarness
 
 ROWS = 10_000_000

@@ -16,12 +16,12 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.commit_log import CommitLog
-from flintlock.core.job_control import JobControl
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.job_lease import JobLease
-from flintlock.core.sink_api import CommitContext
+from flintlock.core.api.sink import CommitContext
+from flintlock.core.checkpoint.commit_log import CommitLog
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.control import JobControl
+from flintlock.core.job.lease import JobLease
 from flintlock.sinks.files import FileSink
 
 

@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from flintlock import ValueStateDescriptor
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.plugin_manager import build_plugin_manager
-from flintlock.core.registry import build_registry
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
 
 CHUNK = 65536
 

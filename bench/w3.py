@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 from timing import timed
 
 from flintlock import TumblingEventTimeWindows
-from flintlock.core.keys import ColumnKey
+from flintlock.core.api.keys import ColumnKey
+from flintlock.core.api.window_functions import AggregateContents, ProcessWindowFunction
 from flintlock.core.state.aggregate import AggregateFunction
-from flintlock.core.window_functions import AggregateContents, ProcessWindowFunction
 from flintlock.operators.window_batch import BatchWindowAggregateOperator
 from flintlock.operators.windows import WindowOperator
 from flintlock.testing import OneInputHarness

@@ -12,7 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.api.side_outputs import OutputTag, check_tag
+from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import LifecycleError
 from flintlock.core.events import (
     MAX_WATERMARK,
@@ -25,19 +28,16 @@ from flintlock.core.events import (
     WatermarkEvent,
     WatermarkStatusEvent,
 )
-from flintlock.core.operator import StreamOperator
-from flintlock.core.plugin_manager import build_plugin_manager
-from flintlock.core.processing_time import Clock, ManualClock
-from flintlock.core.registry import build_registry
-from flintlock.core.side_outputs import OutputTag, check_tag
-from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
-from flintlock.core.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
-from flintlock.core.source import CollectionSource, Source, SourceEpoch, SourceOperator
-from flintlock.core.task import StreamTask
-from flintlock.core.task_driver import DrivenInput, TaskDriver
-from flintlock.core.task_environment import TaskEnvironment
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
+from flintlock.core.runtime.environment import TaskEnvironment
+from flintlock.core.runtime.execution_state import ExecutionState
+from flintlock.core.runtime.operator import StreamOperator
+from flintlock.core.runtime.processing_time import Clock, ManualClock
+from flintlock.core.runtime.task import StreamTask
+from flintlock.core.runtime.task_driver import DrivenInput, TaskDriver
+from flintlock.core.sources.source import CollectionSource, Source, SourceEpoch, SourceOperator
 from flintlock.core.task_info import TaskInfo
-from flintlock.core.task_state import ExecutionState
 
 _scratch: str | None = None
 

@@ -14,8 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock import OneInputStreamOperator, ProcessFunction
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock import OneInputStreamOperator, ProcessFunction, StreamExecutionEnvironment
 
 RESULT_SCHEMA = pa.schema([("count", pa.int64()), ("sum", pa.float64())])
 

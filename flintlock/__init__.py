@@ -6,30 +6,16 @@ from pathlib import Path as _Path
 # checkout (a Spark worker started by `python -m` in the repository puts it first on
 # sys.path), they are this folder's siblings core/, plugins/, operators/ and sinks/, which
 # setuptools' package-dir maps at install time: map them the same way here.
+# Why it must stay: ARCHITECTURE.md keeps core/, plugins/, operators/ and sinks/ at the
+# repository's top beside flintlock/, and a process whose sys.path starts with the checkout
+# finds this folder as `flintlock` before any installed or editable mapping (setuptools'
+# editable finder comes after the path finder), so `flintlock.core` would not import there
+# without it; a meta path finder would do the same in more code.
 _here = _Path(__file__).resolve().parent
-if not (_here / "core").is_dir() and (_here.parent / "core" / "hookspecs.py").is_file():
+if not (_here / "core").is_dir() and (_here.parent / "core" / "hooks" / "specs.py").is_file():
     __path__.append(str(_here.parent))
 
-from flintlock.core.broadcast import (
-    BroadcastContext,
-    BroadcastProcessFunction,
-    BroadcastStream,
-    KeyedBroadcastProcessFunction,
-)
-from flintlock.core.datastream import DataStream
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
-from flintlock.core.epoch_triggers import EpochTrigger
-from flintlock.core.errors import (
-    ChannelError,
-    EmitAfterFinishError,
-    FlintlockError,
-    LifecycleError,
-    PluginError,
-    SchemaMismatchError,
-)
-from flintlock.core.events import MAX_WATERMARK, Watermark
-from flintlock.core.functions import (
+from flintlock.core.api.functions import (
     Collector,
     CoProcessFunction,
     FilterFunction,
@@ -44,8 +30,49 @@ from flintlock.core.functions import (
     SinkFunction,
     TimerService,
 )
-from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
-from flintlock.core.job_client import JobClient
+from flintlock.core.api.join_functions import JoinContext, ProcessJoinFunction
+from flintlock.core.api.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
+from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.side_outputs import OutputTag, SideOutputError
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.api.watermark_generators import WatermarkGenerator, WatermarkOutput
+from flintlock.core.api.watermarks import EventTimeError, WatermarkStrategy
+from flintlock.core.api.window_assigners import (
+    EventTimeSessionWindows,
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+)
+from flintlock.core.api.window_functions import ProcessWindowFunction, WindowContext
+from flintlock.core.datastream.broadcast import (
+    BroadcastContext,
+    BroadcastProcessFunction,
+    BroadcastStream,
+    KeyedBroadcastProcessFunction,
+)
+from flintlock.core.datastream.datastream import DataStream
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.windowed import WindowedStream
+from flintlock.core.errors import (
+    ChannelError,
+    EmitAfterFinishError,
+    FlintlockError,
+    LifecycleError,
+    PluginError,
+    SchemaMismatchError,
+)
+from flintlock.core.events import MAX_WATERMARK, Watermark
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
+from flintlock.core.job.client import JobClient
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,
@@ -53,28 +80,26 @@ from flintlock.core.job_errors import (
     JobIdentityError,
     SinkOutputError,
 )
-from flintlock.core.job_graph import GraphError
-from flintlock.core.job_master import JobExecutionResult
-from flintlock.core.join_functions import JoinContext, ProcessJoinFunction
-from flintlock.core.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
-from flintlock.core.keys import KeySelector
-from flintlock.core.operator import (
+from flintlock.core.plan.graph import GraphError
+from flintlock.core.runtime.execution_state import ExecutionState
+from flintlock.core.runtime.operator import (
     OneInputStreamOperator,
     StreamOperator,
     TwoInputStreamOperator,
 )
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.processing_time import ManualClock
-from flintlock.core.sequence_source import SequenceSource
-from flintlock.core.side_outputs import OutputTag, SideOutputError
-from flintlock.core.sink_api import TwoPhaseCommitSink
-from flintlock.core.source import (
+from flintlock.core.runtime.processing_time import ManualClock
+from flintlock.core.runtime.task import StreamTask
+from flintlock.core.runtime.timers import TimeDomain
+from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
+from flintlock.core.sources.sequence import SequenceSource
+from flintlock.core.sources.source import (
     CollectionSource,
     Source,
     SourceEpoch,
     SourceOperator,
     SourceReader,
 )
+from flintlock.core.spark.streaming_source import StreamingDataFrameSource
 from flintlock.core.state import (
     AggregateFunction,
     AggregatingState,
@@ -92,26 +117,6 @@ from flintlock.core.state import (
     ValueStateDescriptor,
 )
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
-from flintlock.core.streaming_source import StreamingDataFrameSource
-from flintlock.core.task import StreamTask
-from flintlock.core.task_state import ExecutionState
-from flintlock.core.timers import TimeDomain
-from flintlock.core.watermark_generators import WatermarkGenerator, WatermarkOutput
-from flintlock.core.watermarks import EventTimeError, WatermarkStrategy
-from flintlock.core.window_assigners import (
-    EventTimeSessionWindows,
-    EventTimeTrigger,
-    ProcessingTimeTrigger,
-    SlidingEventTimeWindows,
-    TimeWindow,
-    Trigger,
-    TriggerResult,
-    TumblingEventTimeWindows,
-    TumblingProcessingTimeWindows,
-    WindowAssigner,
-)
-from flintlock.core.window_functions import ProcessWindowFunction, WindowContext
-from flintlock.core.windowed_stream import WindowedStream
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask

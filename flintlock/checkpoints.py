@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flintlock.core.checkpoint_reader import (
+from flintlock.core.checkpoint.reader import (
     Checkpoint,
     CheckpointSummary,
     OperatorInfo,
-    describe,
     list_checkpoints,
     load_checkpoint,
-    read_state,
-    read_timers,
 )
-from flintlock.core.restore import rescale
+from flintlock.core.checkpoint.restore import rescale
+from flintlock.core.checkpoint.state_reader import describe, read_state, read_timers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

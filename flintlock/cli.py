@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from importlib import metadata
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.job_control import PROGRESS_ENV
+from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
+from flintlock.core.hooks.registry import KINDS, build_registry
+from flintlock.core.job.control import PROGRESS_ENV
+from flintlock.core.job.signals import stop_signals
 from flintlock.core.job_errors import JobCanceled
-from flintlock.core.job_signals import stop_signals
-from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
-from flintlock.core.registry import KINDS, build_registry
-from flintlock.core.spark_session import SparkSetupError
+from flintlock.core.spark.session import SparkSetupError
 from flintlock.job_commands import add_job_commands, job_command
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
@@ -127,7 +127,7 @@ def run_job(
 
 def checkpoints_command(args: argparse.Namespace) -> int:
     """``flintlock checkpoints list|show|read``: print what a checkpoint folder holds."""
-    from flintlock.core import checkpoint_reader as reader
+    from flintlock.core.checkpoint import reader, state_reader
 
     try:
         if args.action == "list":
@@ -143,9 +143,9 @@ def checkpoints_command(args: argparse.Namespace) -> int:
                     f"{flags[1]}  {c.subtasks} subtasks  {c.path}{savepoint}"
                 )
         elif args.action == "show":
-            print(json.dumps(reader.describe(reader.load_checkpoint(args.dir)), indent=1))
+            print(json.dumps(state_reader.describe(reader.load_checkpoint(args.dir)), indent=1))
         else:
-            table = reader.read_state(args.dir, args.operator, args.state)
+            table = state_reader.read_state(args.dir, args.operator, args.state)
             for row in table.to_pylist():
                 print(json.dumps(row, default=str, sort_keys=True))
     except FlintlockError as error:

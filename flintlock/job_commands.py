@@ -8,13 +8,13 @@ import sys
 import time
 from typing import Any
 
-from flintlock.core.checkpoint_storage import CheckpointStorage
+from flintlock.core.checkpoint.job_folder import IDENTITY
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
-from flintlock.core.job_client import JobClient
-from flintlock.core.job_control import progress_line
+from flintlock.core.job.client import JobClient
+from flintlock.core.job.control import progress_line
+from flintlock.core.job.status import NOT_RUNNING
 from flintlock.core.job_errors import JobControlError
-from flintlock.core.job_folder import IDENTITY
-from flintlock.core.job_status import NOT_RUNNING
 
 
 def add_job_commands(commands: Any) -> None:

@@ -1,8 +1,8 @@
 """Public test tools: harnesses that run the real task lifecycle in-process, and a
 plugin that records every lifecycle call. See CONTRIBUTING.md for walk-throughs."""
 
-from flintlock.core.lifecycle_recorder import LifecycleRecorder
-from flintlock.core.restore import rescale
+from flintlock.core.checkpoint.restore import rescale
+from flintlock.core.hooks.recorder import LifecycleRecorder
 from flintlock.core.testing import (
     CollectingWriter,
     OneInputHarness,

@@ -11,16 +11,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import (
+from flintlock.core.api.functions import (
     FilterFunction,
     FlatMapFunction,
     MapFunction,
     Row,
     overrides,
 )
-from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import HeldOutputMixin, RowBatchBuilder, conform_batch, rows_of
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.runtime.records import conform_batch, rows_of
+from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
 
 
 class _LambdaMap(MapFunction):

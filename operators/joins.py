@@ -12,16 +12,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import Function, Row
-from flintlock.core.join_functions import JoinContext, ProcessJoinFunction
-from flintlock.core.keys import KeySelector
-from flintlock.core.operator import TwoInputStreamOperator, UdfOperatorMixin
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import rows_of
-from flintlock.core.row_output import RowOutputMixin
+from flintlock.core.api.functions import Function, Row
+from flintlock.core.api.join_functions import JoinContext, ProcessJoinFunction
+from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.watermarks import event_times
+from flintlock.core.api.window_assigners import TimeWindow, WindowAssigner
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import TwoInputStreamOperator, UdfOperatorMixin
+from flintlock.core.runtime.records import rows_of
+from flintlock.core.runtime.row_output import RowOutputMixin
 from flintlock.core.state import MapStateDescriptor
-from flintlock.core.watermarks import event_times
-from flintlock.core.window_assigners import TimeWindow, WindowAssigner
 from flintlock.operators.windows import WindowError
 
 Sides = tuple[KeySelector, KeySelector]

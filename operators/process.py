@@ -1,7 +1,7 @@
 """process (ProcessFunction), keyed process (state and timers) and co-process operators.
 
 A keyed operator's key is a column, a list of columns (a tuple key) or a key selector
-(``flintlock.core.keys``); ``timestamp_column`` (integer, or timestamp read as epoch
+(``flintlock.core.api.keys``); ``timestamp_column`` (integer, or timestamp read as epoch
 milliseconds) gives ``ctx.timestamp()``; ``output_schema`` fixes what ``out.collect`` emits.
 """
 
@@ -12,25 +12,25 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import (
+from flintlock.core.api.functions import (
     CoProcessFunction,
     KeyedProcessFunction,
     OnTimerContext,
     ProcessContext,
     ProcessFunction,
 )
-from flintlock.core.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
-from flintlock.core.operator import (
+from flintlock.core.api.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
+from flintlock.core.api.side_outputs import SideOutputCollector
+from flintlock.core.api.watermarks import event_times
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import (
     OneInputStreamOperator,
     TwoInputStreamOperator,
     UdfOperatorMixin,
 )
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import rows_of
-from flintlock.core.row_output import RowOutputMixin
-from flintlock.core.side_outputs import SideOutputCollector
-from flintlock.core.timers import TimeDomain
-from flintlock.core.watermarks import event_times
+from flintlock.core.runtime.records import rows_of
+from flintlock.core.runtime.row_output import RowOutputMixin
+from flintlock.core.runtime.timers import TimeDomain
 
 KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
 """A key as operators take it: a column, columns (a tuple key), a KeySelector or a function."""

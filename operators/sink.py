@@ -7,11 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.functions import SinkFunction, overrides
-from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import rows_of
-from flintlock.core.sink_api import SinkWriterContext, TwoPhaseCommitSink
+from flintlock.core.api.functions import SinkFunction, overrides
+from flintlock.core.api.sink import SinkWriterContext, TwoPhaseCommitSink
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.runtime.records import rows_of
 
 
 class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):

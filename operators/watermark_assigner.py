@@ -9,11 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.events import MAX_TIMESTAMP, Watermark
-from flintlock.core.operator import OneInputStreamOperator
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.watermark_emitter import WatermarkEmitter
-from flintlock.core.watermarks import WatermarkStrategy
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator
+from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
 
 
 class TimestampsAndWatermarksOperator(OneInputStreamOperator):

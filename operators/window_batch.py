@@ -17,17 +17,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock.core.keys import KeySelector, python_keys
-from flintlock.core.operator import OneInputStreamOperator
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.side_outputs import OutputTag
-from flintlock.core.state import ValueStateDescriptor
-from flintlock.core.state.arrow_codec import keys_to_arrow
-from flintlock.core.watermarks import event_time_millis
-from flintlock.core.window_assigners import (
+from flintlock.core.api.keys import KeySelector, python_keys
+from flintlock.core.api.side_outputs import OutputTag
+from flintlock.core.api.watermarks import event_time_millis
+from flintlock.core.api.window_assigners import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator
+from flintlock.core.state import ValueStateDescriptor
+from flintlock.core.state.arrow_codec import keys_to_arrow
 from flintlock.operators.windows import WindowError
 
 START = "window_start"

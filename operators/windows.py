@@ -16,24 +16,24 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.errors import FlintlockError
-from flintlock.core.functions import Function, Row, TimerService
-from flintlock.core.keys import KeySelector
-from flintlock.core.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.records import rows_of
-from flintlock.core.row_output import RowOutputMixin
-from flintlock.core.side_outputs import OutputTag
-from flintlock.core.state import MapStateDescriptor
-from flintlock.core.watermarks import event_times
-from flintlock.core.window_assigners import (
+from flintlock.core.api.functions import Function, Row, TimerService
+from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.side_outputs import OutputTag
+from flintlock.core.api.watermarks import event_times
+from flintlock.core.api.window_assigners import (
     EventTimeTrigger,
     ProcessingTimeTrigger,
     TimeWindow,
     Trigger,
     WindowAssigner,
 )
-from flintlock.core.window_functions import WindowContents, WindowContext
+from flintlock.core.api.window_functions import WindowContents, WindowContext
+from flintlock.core.errors import FlintlockError
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
+from flintlock.core.runtime.records import rows_of
+from flintlock.core.runtime.row_output import RowOutputMixin
+from flintlock.core.state import MapStateDescriptor
 
 
 class WindowError(FlintlockError):

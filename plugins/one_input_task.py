@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flintlock.core.input_task import InputStreamTask
-from flintlock.core.operator import OneInputStreamOperator
-from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.input_task import InputStreamTask
+from flintlock.core.runtime.operator import OneInputStreamOperator
 
 
 class OneInputStreamTask(InputStreamTask):

@@ -7,9 +7,9 @@ from typing import Any
 
 from flintlock.core.errors import ChannelError
 from flintlock.core.events import MAX_WATERMARK, CheckpointBarrier
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.source import SourceOperator
-from flintlock.core.task import StreamTask
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.runtime.task import StreamTask
+from flintlock.core.sources.source import SourceOperator
 
 
 class SourceStreamTask(StreamTask):

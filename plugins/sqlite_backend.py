@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.state.state_files import RestoredEntries
 from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.api.sink import CommitContext, SinkWriterContext, TwoPhaseCommitSink
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
+from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.job_errors import CheckpointError, CommittableError
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.sink_api import CommitContext, SinkWriterContext, TwoPhaseCommitSink
 
 
 @dataclass

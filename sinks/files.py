@@ -24,14 +24,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.job_errors import CommittableError, SinkOutputError
-from flintlock.core.plugin_manager import hookimpl
-from flintlock.core.sink_api import (
+from flintlock.core.api.sink import (
     OUTPUT_MODES,
     CommitContext,
     SinkWriterContext,
     TwoPhaseCommitSink,
 )
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.job_errors import CommittableError, SinkOutputError
 
 REGISTRY = "_flintlock"
 """``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""

@@ -8,8 +8,8 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from flintlock.core.functions import SinkFunction
-from flintlock.core.plugin_manager import hookimpl
+from flintlock.core.api.functions import SinkFunction
+from flintlock.core.hooks.manager import hookimpl
 
 
 class PrintSink(SinkFunction):

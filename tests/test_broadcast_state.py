@@ -17,8 +17,8 @@ from flintlock import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
-from flintlock.core.key_groups import key_group_of, subtask_for_key_group
-from flintlock.core.keys import ColumnKey
+from flintlock.core.api.keys import ColumnKey
+from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
 from flintlock.core.state import MapStateDescriptor
 from flintlock.operators.broadcast import BroadcastProcessOperator
 from flintlock.testing import TwoInputHarness

@@ -14,11 +14,11 @@ import pytest
 from lifecycle_ops import batch
 
 from flintlock import OneInputStreamOperator, Source, SourceReader, TwoPhaseCommitSink
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.api.sink import CommitContext
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.job_errors import CheckpointError, CommittableError, JobIdentityError
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.sink_api import CommitContext
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink

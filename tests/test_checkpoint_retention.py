@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from flintlock.checkpoints import list_checkpoints
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.job_folder import JobFolder
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage
 
 
 def completed_checkpoint(coordinator: CheckpointCoordinator, checkpoint_id: int) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flintlock.core import hookspecs
+from flintlock.core.hooks import specs as hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_README = "examples/flintlock-example-plugin/README.md"

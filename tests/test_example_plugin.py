@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from flintlock import StreamExecutionEnvironment
-from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
-from flintlock.core.registry import build_registry
+from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
+from flintlock.core.hooks.registry import build_registry
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.testing import OneInputHarness
 

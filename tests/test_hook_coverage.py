@@ -13,8 +13,8 @@ import pytest
 from hook_tally import HOOKS_SEEN, PHASES_SEEN
 
 from flintlock import Function, OneInputStreamOperator, StreamOperator, StreamTask
-from flintlock.core import hookspecs
-from flintlock.core.hookspecs import TaskPhase
+from flintlock.core.hooks import specs as hookspecs
+from flintlock.core.hooks.specs import TaskPhase
 
 OPERATOR_METHODS = [
     "setup",

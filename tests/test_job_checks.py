@@ -33,17 +33,17 @@ from flintlock import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flintlock.core import datastream, environment
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.job_checks import CheckpointDirectoryError, NotPicklableError
-from flintlock.core.job_graph import GraphError
-from flintlock.core.key_groups import key_group_of, key_group_range
-from flintlock.core.keys import KeySelector
-from flintlock.core.murmur import key_groups_of
-from flintlock.core.partitioners import BatchSplitter, hash_by
-from flintlock.core.records import MAX_HELD_ROWS
-from flintlock.core.source import CollectionSource
-from flintlock.core.watermarks import EventTimeError
+from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.watermarks import EventTimeError
+from flintlock.core.datastream import datastream, environment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.exchange.key_groups import key_group_of, key_group_range
+from flintlock.core.exchange.murmur import key_groups_of
+from flintlock.core.exchange.partitioners import BatchSplitter, hash_by
+from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
+from flintlock.core.plan.graph import GraphError
+from flintlock.core.runtime.row_batches import MAX_HELD_ROWS
+from flintlock.core.sources.source import CollectionSource
 from flintlock.operators.basic import FlatMapOperator, MapOperator
 from flintlock.operators.process import KeyedProcessOperator, ProcessOperator
 from flintlock.sinks.collect import CollectSink
@@ -351,7 +351,7 @@ def test_a_read_only_checkpoint_directory_is_refused(no_spark: None, tmp_path: P
 
 
 def test_a_writable_checkpoint_directory_passes_and_keeps_no_probe(tmp_path: Path) -> None:
-    from flintlock.core.job_checks import check_before_spark
+    from flintlock.core.job.checks import check_before_spark
 
     e = env(checkpoint_dir=str(tmp_path / "new" / "chk"))
     _job(e.from_collection(ROWS).map(lambda r: r))

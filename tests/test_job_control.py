@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.job_control import JobControl, progress_line
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.control import JobControl, progress_line
+from flintlock.core.job.lease import JobLease
 from flintlock.core.job_errors import CheckpointError, JobControlError
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.job_lease import JobLease
 
 RUN = "run-a"
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.commit_log import CommitLog
+from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
+from flintlock.core.checkpoint.commit_log import CommitLog
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.lease import JobLease, read_holder
+from flintlock.core.job.status import job_status
 from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.job_lease import JobLease, read_holder
-from flintlock.core.job_status import job_status
-from flintlock.core.sink_api import CommitContext, TwoPhaseCommitSink
 
 
 def job_folder(tmp_path: Path, name: str = "orders") -> JobFolder:

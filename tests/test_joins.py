@@ -17,7 +17,7 @@ from flintlock import (
     TumblingEventTimeWindows,
     WatermarkStrategy,
 )
-from flintlock.core.keys import ColumnKey
+from flintlock.core.api.keys import ColumnKey
 from flintlock.operators.joins import IntervalJoinOperator, WindowJoinOperator
 from flintlock.testing import TwoInputHarness
 

@@ -11,7 +11,7 @@ from flintlock import (
     ListStateDescriptor,
     ValueStateDescriptor,
 )
-from flintlock.core.key_groups import key_group_of, key_group_range, subtask_for_key_group
+from flintlock.core.exchange.key_groups import key_group_of, key_group_range, subtask_for_key_group
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import LifecycleRecorder, OneInputHarness
 

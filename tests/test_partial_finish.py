@@ -11,23 +11,23 @@ import pyarrow.fs as pafs
 import pytest
 from lifecycle_ops import Passthrough, Union2, batch
 
-from flintlock.core.checkpoint_coordinator import fully_finished, subtasks_finished
-from flintlock.core.checkpoint_reader import Checkpoint
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.epoch_sources import EpochSplits
-from flintlock.core.finished_subtasks import epoch_has_work, finished_subtasks
-from flintlock.core.job_graph import (
+from flintlock.core.checkpoint.coordinator import fully_finished, subtasks_finished
+from flintlock.core.checkpoint.finished_subtasks import epoch_has_work, finished_subtasks
+from flintlock.core.checkpoint.reader import Checkpoint
+from flintlock.core.checkpoint.restore import RestoreSource, plan_restores
+from flintlock.core.checkpoint.snapshots import TaskRestore, TaskSnapshot
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.exchange.partitioners import FORWARD, REBALANCE, hash_by
+from flintlock.core.plan.graph import (
     GraphError,
     InputEdge,
     JobGraph,
     Transformation,
     build_job_graph,
 )
-from flintlock.core.partitioners import FORWARD, REBALANCE, hash_by
-from flintlock.core.restore import RestoreSource, plan_restores
-from flintlock.core.sequence_source import SequenceSource
-from flintlock.core.snapshots import TaskRestore, TaskSnapshot
-from flintlock.core.source import SourceEpoch, SourceOperator
+from flintlock.core.sources.epochs import EpochSplits
+from flintlock.core.sources.sequence import SequenceSource
+from flintlock.core.sources.source import SourceEpoch, SourceOperator
 from flintlock.testing import LifecycleRecorder, OneInputHarness, SourceHarness, TwoInputHarness
 
 MAX = 2**63 - 1

@@ -9,9 +9,9 @@ import pytest
 from lifecycle_ops import Boom, Passthrough, batch
 
 from flintlock import LifecycleError, PluginError, hookimpl
-from flintlock.core.hook_runner import HookRunner
-from flintlock.core.plugin_manager import build_plugin_manager, installed_plugins
-from flintlock.core.registry import build_registry
+from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
+from flintlock.core.hooks.registry import build_registry
+from flintlock.core.hooks.runner import HookRunner
 from flintlock.testing import OneInputHarness
 
 BUILT_INS = {

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from flintlock.core.records import rows_of
+from flintlock.core.runtime.records import rows_of
 
 BATCHES = {
     "numeric": pa.record_batch(

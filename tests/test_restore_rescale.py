@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from flintlock import ListStateDescriptor, OneInputStreamOperator, ValueStateDescriptor
-from flintlock.core.key_groups import key_group_of, subtask_for_key_group
-from flintlock.core.snapshots import TaskSnapshot
+from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
 from flintlock.testing import OneInputHarness, rescale
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64())])

@@ -10,15 +10,15 @@ import pytest
 
 from flintlock.core.errors import ChannelError
 from flintlock.core.events import CheckpointBarrier, DataEvent, EndOfInputEvent, WatermarkEvent
-from flintlock.core.execution_plan import ExecutionPlan
-from flintlock.core.job_graph import GraphError, InputEdge, Transformation, build_job_graph
-from flintlock.core.key_groups import key_bytes, key_group_of
-from flintlock.core.message_reader import MessageReader
-from flintlock.core.message_writer import MessageWriter
-from flintlock.core.messages import Kind, encode_batch
-from flintlock.core.murmur import hash_keys, key_groups_of
-from flintlock.core.partitioners import FORWARD, BatchSplitter, hash_by
-from flintlock.core.source import SourceOperator
+from flintlock.core.exchange.key_groups import key_bytes, key_group_of
+from flintlock.core.exchange.messages import Kind, encode_batch
+from flintlock.core.exchange.murmur import hash_keys, key_groups_of
+from flintlock.core.exchange.partitioners import FORWARD, BatchSplitter, hash_by
+from flintlock.core.exchange.reader import MessageReader
+from flintlock.core.exchange.writer import MessageWriter
+from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.plan.graph import GraphError, InputEdge, Transformation, build_job_graph
+from flintlock.core.sources.source import SourceOperator
 
 
 def test_vectorised_murmur_equals_the_scalar_hash() -> None:
@@ -89,7 +89,7 @@ def read(plan: ExecutionPlan, rows: list[tuple]) -> list[object]:  # type: ignor
     vertex = plan.vertices[1]
     writer = MessageWriter(plan, vertex, 0)
     columns = list(zip(*rows, strict=True))
-    from flintlock.core.messages import MESSAGE_SCHEMA
+    from flintlock.core.exchange.messages import MESSAGE_SCHEMA
 
     batch = pa.RecordBatch.from_arrays(
         [pa.array(list(c), f.type) for c, f in zip(columns, MESSAGE_SCHEMA, strict=True)],

@@ -17,13 +17,13 @@ import pytest
 from flintlock import CheckpointError, OneInputStreamOperator, ValueStateDescriptor
 from flintlock.checkpoints import list_checkpoints, load_checkpoint, read_state
 from flintlock.cli import main
-from flintlock.core.checkpoint_coordinator import CheckpointCoordinator
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.job_folder import JobFolder
-from flintlock.core.key_groups import key_group_of, subtask_for_key_group
-from flintlock.core.savepoints import new_savepoint_root
-from flintlock.core.snapshot_paths import relative_path, resolve_path
-from flintlock.core.snapshots import TaskSnapshot
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.paths import relative_path, resolve_path
+from flintlock.core.checkpoint.savepoints import new_savepoint_root
+from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
 from flintlock.testing import OneInputHarness, rescale
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64())])

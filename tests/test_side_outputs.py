@@ -8,34 +8,17 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from side_output_functions import BIG, ODD, Split
 
 from flintlock import (
     CoProcessFunction,
     GraphError,
     OutputTag,
-    ProcessFunction,
     SideOutputError,
     StreamExecutionEnvironment,
 )
 from flintlock.operators.process import CoProcessOperator, ProcessOperator
 from flintlock.testing import OneInputHarness, TwoInputHarness
-
-ODD = OutputTag("odd", pa.schema([("v", pa.int64())]))
-BIG = OutputTag("big", pa.schema([("v", pa.int64()), ("note", pa.string())]))
-
-
-class Split(ProcessFunction):
-    """Even rows out, odd rows to a side output; rows above 100 also to another one."""
-
-    output_schema = pa.schema([("v", pa.int64())])
-
-    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
-        if value["v"] % 2:
-            ctx.output(ODD, {"v": value["v"]})
-        else:
-            out.collect({"v": value["v"]})
-        if value["v"] > 100:
-            ctx.output(BIG, {"v": value["v"], "note": "big"})
 
 
 def test_process_function_side_outputs_in_the_harness() -> None:
@@ -84,11 +67,11 @@ def test_side_output_of_a_union_or_twice_on_one_input_is_refused() -> None:
 
 def test_side_edges_and_watermark_status_ride_the_same_channels() -> None:
     from flintlock.core.events import CheckpointBarrier, DataEvent, WatermarkStatusEvent
-    from flintlock.core.execution_plan import ExecutionPlan
-    from flintlock.core.job_graph import InputEdge, Transformation, build_job_graph
-    from flintlock.core.message_reader import MessageReader
-    from flintlock.core.message_writer import MessageWriter
-    from flintlock.core.source import SourceOperator
+    from flintlock.core.exchange.reader import MessageReader
+    from flintlock.core.exchange.writer import MessageWriter
+    from flintlock.core.plan.execution import ExecutionPlan
+    from flintlock.core.plan.graph import InputEdge, Transformation, build_job_graph
+    from flintlock.core.sources.source import SourceOperator
 
     def make(tid: int, name: str, inputs: list[InputEdge]) -> Transformation:
         return Transformation(

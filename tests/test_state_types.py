@@ -23,9 +23,9 @@ from flintlock import (
     UpdateType,
     ValueStateDescriptor,
 )
-from flintlock.core.key_groups import key_group_of
-from flintlock.core.plugin_manager import build_plugin_manager
-from flintlock.core.registry import build_registry
+from flintlock.core.exchange.key_groups import key_group_of
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import OneInputHarness
 

@@ -22,7 +22,7 @@ from flintlock import (
     WatermarkOutput,
     WatermarkStrategy,
 )
-from flintlock.core.source import CollectionSource, SourceOperator
+from flintlock.core.sources.source import CollectionSource, SourceOperator
 from flintlock.operators.process import CoProcessOperator
 from flintlock.operators.watermark_assigner import TimestampsAndWatermarksOperator
 from flintlock.testing import OneInputHarness, SourceHarness, TwoInputHarness

@@ -17,8 +17,8 @@ from flintlock import (
     TumblingEventTimeWindows,
     WatermarkStrategy,
 )
-from flintlock.core.key_groups import key_group_of, subtask_for_key_group
-from flintlock.core.keys import ColumnKey, ColumnsKey
+from flintlock.core.api.keys import ColumnKey, ColumnsKey
+from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
 from flintlock.operators.window_batch import BatchWindowAggregateOperator
 from flintlock.testing import OneInputHarness
 

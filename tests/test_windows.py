@@ -21,14 +21,14 @@ from flintlock import (
     TumblingProcessingTimeWindows,
     WatermarkStrategy,
 )
-from flintlock.core.keys import ColumnKey
-from flintlock.core.state.aggregate import AggregateFunction
-from flintlock.core.window_functions import (
+from flintlock.core.api.keys import ColumnKey
+from flintlock.core.api.window_functions import (
     AggregateContents,
     ListContents,
     ReduceContents,
     WindowContents,
 )
+from flintlock.core.state.aggregate import AggregateFunction
 from flintlock.operators.windows import WindowOperator
 from flintlock.testing import OneInputHarness
 

@@ -1,6 +1,6 @@
 """Managed state: descriptors, state handles, TTL, backends, and operator state."""
 
-from flintlock.core.processing_time import ManualClock
+from flintlock.core.runtime.processing_time import ManualClock
 from flintlock.core.state.aggregate import AggregateFunction
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,

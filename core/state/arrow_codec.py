@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.keys import python_keys
+from flintlock.core.api.keys import python_keys
 
 
 def to_arrow(values: list[Any], arrow_type: pa.DataType | None, what: str) -> pa.Array:

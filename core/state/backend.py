@@ -6,10 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
-from flintlock.core.checkpoint_storage import CheckpointStorage
-from flintlock.core.key_groups import key_group_of
-from flintlock.core.processing_time import Clock
-from flintlock.core.snapshots import StateFile
+from flintlock.core.checkpoint.snapshots import StateFile
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.exchange.key_groups import key_group_of
+from flintlock.core.runtime.processing_time import Clock
 from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.ttl import wall_clock_ms
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
-from flintlock.core.key_groups import key_group_range
-from flintlock.core.snapshots import OperatorSnapshot, TaskRestore
+from flintlock.core.checkpoint.evolution import stored_value_types
+from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskRestore
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
+from flintlock.core.exchange.key_groups import key_group_range
+from flintlock.core.runtime.timers import EventTimeTimerService
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.state.operator_state import OperatorStateStore
-from flintlock.core.state_evolution import stored_value_types
-from flintlock.core.timers import EventTimeTimerService
 
 if TYPE_CHECKING:
-    from flintlock.core.operator import StreamOperator
+    from flintlock.core.runtime.operator import StreamOperator
 
 
 def initialize_operator_state(

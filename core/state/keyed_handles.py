@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flintlock.core.keys import python_keys
+from flintlock.core.api.keys import python_keys
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,

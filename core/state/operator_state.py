@@ -7,9 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.checkpoint.snapshots import StateFile
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import FlintlockError
-from flintlock.core.snapshots import StateFile
 from flintlock.core.state.arrow_codec import to_arrow
 from flintlock.core.state.descriptors import ListStateDescriptor
 from flintlock.core.state.handles import ListState

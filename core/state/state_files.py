@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock.core.murmur import key_groups_of
+from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.state.arrow_codec import keys_from_arrow, keys_to_arrow, to_arrow
 
 TTL_COLUMN = "ttl_timestamp"

@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint_storage import CheckpointStorage, safe_name
+from flintlock.core.checkpoint.snapshots import StateFile
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job_errors import CheckpointError
-from flintlock.core.snapshots import StateFile
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle

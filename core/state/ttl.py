@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from flintlock.core.processing_time import system_clock
+from flintlock.core.runtime.processing_time import system_clock
 
 """Processing time in epoch milliseconds."""
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 from chaos_faults import Fault, FaultyCollectSink, FaultyFileSink, FaultyKeyedProcess, FaultyMap
 from job_scripts import print_result, start_session
 
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.errors import FlintlockError
 
 MAX_EXECUTES = 6

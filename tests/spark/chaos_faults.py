@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from flintlock.core.functions import KeyedProcessFunction, MapFunction
+from flintlock.core.api.functions import KeyedProcessFunction, MapFunction
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

@@ -26,7 +26,7 @@ import unbounded_jobs
 from job_scripts import print_result, start_session
 from pyspark import cloudpickle
 
-from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.errors import FlintlockError
 from flintlock.sinks.files import FileSink
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from job_scripts import start_session
 
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

@@ -14,11 +14,9 @@ after epoch 1, subtask 1 after epoch 5) -> a chained map -> keyed running sums -
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from flintlock import (
     CoProcessFunction,
@@ -27,9 +25,9 @@ from flintlock import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.epoch_sources import EpochSplits, UnboundedSource
-from flintlock.core.sequence_source import SEQUENCE_SCHEMA, SequenceSource
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
+from flintlock.core.sources.sequence import SEQUENCE_SCHEMA, SequenceSource
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 
@@ -108,13 +106,6 @@ def build(spark: Any, base: str, plugins: list[Any] = ()) -> StreamExecutionEnvi
     )
     keyed.sink_to(FileSink(f"{base}/out"), name="files")
     return env
-
-
-def committed_rows(base: str) -> list[dict[str, Any]]:
-    """Every row the FileSink committed, across all runs."""
-    if not os.path.isdir(f"{base}/out"):
-        return []
-    return pq.read_table(f"{base}/out").to_pylist()
 
 
 def one_pass() -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:

@@ -12,7 +12,7 @@ from job_scripts import start_session
 from killed_driver_job import DyingFileSink
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 
@@ -51,6 +51,12 @@ def final_totals(rows: list[dict[str, Any]]) -> dict[int, int]:
     for row in rows:
         totals[row["k"]] = totals.get(row["k"], 0) + row["v"]
     return totals
+
+
+def collected(result: Any) -> list[tuple[int, int, int]]:
+    """The collect sink's rows of a run's result: (k, v, running total), in output order."""
+    table = result.collected["out"]
+    return list(zip(*(table.column(c).to_pylist() for c in ("k", "v", "total")), strict=True))
 
 
 def build(

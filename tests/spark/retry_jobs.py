@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from job_scripts import print_result, start_session
 
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
 
 

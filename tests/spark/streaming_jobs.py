@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
 
 FILES, ROWS_PER_FILE, KEYS = 5, 200, 3
@@ -63,7 +63,7 @@ if __name__ == "__main__":
     from pyspark import cloudpickle
     from unbounded_jobs import killed_after
 
-    from flintlock.core.epoch_triggers import EpochTrigger
+    from flintlock.core.api.triggers import EpochTrigger
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
     base, kill_after = sys.argv[1], int(sys.argv[2])

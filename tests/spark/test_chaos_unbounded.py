@@ -53,7 +53,7 @@ from chaos_faults import DRIVER_KILLS, EPOCH_DRIVER_KILLS, FUNCTION_FAULTS, WRIT
 from test_chaos import SEED_VARIABLE, Check, chaos_seed
 
 from flintlock.core.errors import FlintlockError
-from flintlock.core.job_client import JobClient
+from flintlock.core.job.client import JobClient
 
 SCRIPT = Path(__file__).with_name("chaos_unbounded_driver.py")
 CHAINS = 2

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.functions import MapFunction, Row
+from flintlock.core.api.functions import MapFunction, Row
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 
 

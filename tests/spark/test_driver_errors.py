@@ -24,7 +24,7 @@ from flintlock import (
     OneInputStreamOperator,
     StreamExecutionEnvironment,
 )
-from flintlock.core.driver_failures import WorkerCrashedError
+from flintlock.core.spark.failures import WorkerCrashedError
 
 
 def price_of(row: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.job_errors import CheckpointError, CommitError, SinkOutputError
-from flintlock.core.spark_sources import AQE, adaptive_execution_off
+from flintlock.core.spark.sources import AQE, adaptive_execution_off
 from flintlock.sinks.files import FileSink
 
 

@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
 
 END = 2**62

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from flintlock import CoProcessFunction, KeyedProcessFunction, LifecycleError, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.operators.process import CoProcessOperator, KeyedProcessOperator
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
 from flintlock.sinks.collect import CollectSink

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 import pytest
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.keys import KeySelector
+from flintlock.core.api.keys import KeySelector
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 
 END = 2**62
 N = 6000

@@ -21,8 +21,8 @@ from pyspark import cloudpickle
 from unbounded_jobs import KEYS, RunningSumUntilTheEnd, build, committed_rows, wait_for_epochs
 
 from flintlock.cli import main
-from flintlock.core.epoch_triggers import EpochTrigger
-from flintlock.core.job_client import JobClient
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.job.client import JobClient
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,

@@ -16,14 +16,13 @@ from partial_jobs import (
     EpochRecorder,
     build,
     build_lanes,
-    committed_rows,
     lanes_reference,
     one_pass,
 )
 from pyspark import cloudpickle
-from unbounded_jobs import wait_for_epochs
+from unbounded_jobs import committed_rows, wait_for_epochs
 
-from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.api.triggers import EpochTrigger
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(partial_jobs)  # workers cannot import tests/

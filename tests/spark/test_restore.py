@@ -15,23 +15,18 @@ import pyarrow.dataset as ds
 import pytest
 import restore_jobs
 from pyspark import cloudpickle
-from restore_jobs import ROWS, N, build, final_totals, running_sums
+from restore_jobs import ROWS, N, build, collected, final_totals, running_sums
 
 from flintlock import CheckpointError
 from flintlock.checkpoints import list_checkpoints, read_state, read_state_dataframe
 from flintlock.cli import main
+from flintlock.core.exchange.key_groups import key_group_of
 from flintlock.core.job_errors import RestoreError
-from flintlock.core.key_groups import key_group_of
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 
 SCRIPT = Path(__file__).with_name("restore_jobs.py")
 cloudpickle.register_pickle_by_value(restore_jobs)
-
-
-def collected(result: Any) -> list[tuple[int, int, int]]:
-    table = result.collected["out"]
-    return list(zip(*(table.column(c).to_pylist() for c in ("k", "v", "total")), strict=True))
 
 
 def state_of(path: Path) -> dict[int, int]:

@@ -17,13 +17,14 @@ import pytest
 import restore_jobs
 from killed_driver_job import CommitDiesAfterOneFile
 from pyspark import cloudpickle
-from restore_jobs import ROWS, N, build, final_totals, running_sums
+from restore_jobs import ROWS, N, build, collected, final_totals, running_sums
 
 from flintlock import CheckpointError
 from flintlock.checkpoints import list_checkpoints, load_checkpoint, read_state
 from flintlock.cli import main
+from flintlock.core.job.master import JobConfig, JobMaster
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.job_errors import CommitError
-from flintlock.core.job_master import JobConfig, JobExecutionResult, JobMaster
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 
@@ -31,11 +32,6 @@ cloudpickle.register_pickle_by_value(restore_jobs)
 cloudpickle.register_pickle_by_value(killed_driver_job)  # workers cannot import tests/
 
 FIRST, SECOND = ROWS[: N // 2], ROWS[N // 2 :]
-
-
-def collected(result: Any) -> list[tuple[int, int, int]]:
-    table = result.collected["out"]
-    return list(zip(*(table.column(c).to_pylist() for c in ("k", "v", "total")), strict=True))
 
 
 def totals(path: Path) -> dict[int, int]:

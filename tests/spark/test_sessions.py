@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flintlock import StreamExecutionEnvironment
-from flintlock.core.spark_session import SparkSetupError
+from flintlock.core.spark.session import SparkSetupError
 
 
 def test_the_active_session_is_used_and_left_running(spark: Any) -> None:

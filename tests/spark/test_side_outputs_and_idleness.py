@@ -9,12 +9,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import side_output_functions
+from pyspark import cloudpickle
+from side_output_functions import BIG, ODD, Split
 
 from flintlock import (
     CollectSink,
     OneInputStreamOperator,
-    OutputTag,
-    ProcessFunction,
     Source,
     SourceReader,
     StreamExecutionEnvironment,
@@ -22,23 +23,8 @@ from flintlock import (
     WatermarkStrategy,
 )
 
-ODD = OutputTag("odd", pa.schema([("v", pa.int64())]))
-BIG = OutputTag("big", pa.schema([("v", pa.int64()), ("note", pa.string())]))
 MAX = 2**63 - 1
-
-
-class Split(ProcessFunction):
-    """Even rows out, odd rows to a side output; rows above 100 also to another one."""
-
-    output_schema = pa.schema([("v", pa.int64())])
-
-    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
-        if value["v"] % 2:
-            ctx.output(ODD, {"v": value["v"]})
-        else:
-            out.collect({"v": value["v"]})
-        if value["v"] > 100:
-            ctx.output(BIG, {"v": value["v"], "note": "big"})
+cloudpickle.register_pickle_by_value(side_output_functions)  # workers cannot import tests/
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

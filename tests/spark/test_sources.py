@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 
 

@@ -15,10 +15,10 @@ from pyspark import cloudpickle
 from streaming_jobs import FILES, KEYS, ROWS_PER_FILE, build, write_input
 from unbounded_jobs import committed_rows, wait_for_epochs
 
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.epoch_triggers import EpochTrigger
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.job_errors import JobControlError
-from flintlock.core.job_graph import GraphError
+from flintlock.core.plan.graph import GraphError
 from flintlock.sinks.files import FileSink
 
 pytestmark = pytest.mark.slow

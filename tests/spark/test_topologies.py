@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from flintlock import CoProcessFunction, ValueStateDescriptor
-from flintlock.core.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

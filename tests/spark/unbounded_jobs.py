@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor, WatermarkStrategy
-from flintlock.core.environment import StreamExecutionEnvironment
-from flintlock.core.job_client import JobClient
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.job.client import JobClient
 from flintlock.sinks.files import FileSink
 
 KEYS = 5

@@ -6,9 +6,8 @@ import pyarrow as pa
 from flintlock_example_plugin import STATE_BACKEND, KeyGroupStateBackend
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.plugin_manager import build_plugin_manager
-from flintlock.core.registry import build_registry
 from flintlock.operators.process import KeyedProcessOperator
+from flintlock.plugin_api import build_plugin_manager, build_registry
 from flintlock.testing import OneInputHarness
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from flintlock import OneInputStreamTask
-from flintlock.core.events import DataEvent, InputEvent
+from flintlock.plugin_api import DataEvent, InputEvent, OneInputStreamTask
 
 logger = logging.getLogger("flintlock_example_plugin")
 

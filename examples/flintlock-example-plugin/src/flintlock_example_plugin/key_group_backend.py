@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from flintlock import KeyedStateBackend, StateBackend
-from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+from flintlock.plugin_api import Chunk, KeyedStateBackend, StateBackend, TableKeyedStateBackend
 
 
 class KeyGroupTable:

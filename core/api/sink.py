@@ -1,0 +1,103 @@
+"""Two-phase-commit sinks: write in a transaction per checkpoint, pre-commit in the
+snapshot, commit on the driver once the checkpoint completed (exactly once, FLIP-147)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.task_info import TaskInfo
+
+OUTPUT_MODES = ("error", "append", "overwrite")
+"""What a new run may do to output that already holds data (as Spark's save modes)."""
+
+
+@dataclass(frozen=True)
+class SinkWriterContext:
+    """Where a sink's writer runs: the subtask, its attempt, and the checkpoint storage."""
+
+    task: TaskInfo
+    storage: CheckpointStorage
+
+
+@dataclass(frozen=True)
+class CommitContext:
+    """Where a sink's committer runs: on the driver, for one checkpoint of one job run.
+
+    ``job_id`` is made at the job's first start and stays for every run of the job
+    (checkpoint directory, job name); ``run_id`` is new for every run."""
+
+    job_name: str
+    run_id: str
+    checkpoint_id: int
+    storage: CheckpointStorage
+    job_id: str = ""
+
+    @property
+    def job_dir(self) -> str:
+        """The job's folder in checkpoint storage (sinks may keep their results there)."""
+        return self.storage.job_dir(self.job_name)
+
+
+class TwoPhaseCommitSink(ABC):
+    """A sink whose writes become visible only when their checkpoint completes.
+
+    Writer side (in tasks): ``begin_transaction``, ``write``, ``finish`` (flush the last
+    data), ``pre_commit`` -> JSON committables, ``abort``. Committer side (on the driver):
+    ``prepare_output`` before a new run, ``commit`` — idempotent, called once per
+    completed checkpoint with every subtask's committables, in checkpoint order — then
+    ``post_commit``; ``abort_uncommitted`` at every job start cleans what failed or
+    killed attempts left behind.
+    """
+
+    name = "2pc-sink"
+
+    # ---- writer side (tasks) ----
+
+    @abstractmethod
+    def begin_transaction(self, context: SinkWriterContext, checkpoint_id: int) -> Any:
+        """Start the transaction that checkpoint ``checkpoint_id`` will commit."""
+
+    @abstractmethod
+    def write(self, transaction: Any, batch: pa.RecordBatch) -> None:
+        """Write a batch into the transaction (invisible to readers until commit)."""
+
+    def finish(self, transaction: Any) -> None:  # noqa: B027 - optional
+        """Flush buffered rows: the input ended, no more writes follow (FLIP-147)."""
+
+    @abstractmethod
+    def pre_commit(self, transaction: Any) -> list[Any]:
+        """Make the transaction durable; returns its JSON committables.
+
+        Committables should carry what the committer needs to verify them (e.g. each
+        staged file's size and row count), so a damaged file is refused, not published."""
+
+    @abstractmethod
+    def abort(self, transaction: Any) -> None:
+        """Drop a transaction that will never be committed (failure or cancel); called
+        before or after ``pre_commit``."""
+
+    # ---- committer side (driver) ----
+
+    def prepare_output(self, context: CommitContext) -> None:  # noqa: B027 - optional
+        """Before a new run of the job writes anything: check that the output may take it
+        (the sink's output mode); raise SinkOutputError to refuse. Not called when a start
+        only completes a pending commit or returns a finished run's result."""
+
+    @abstractmethod
+    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+        """Make the committables of a completed checkpoint visible. Must be idempotent:
+        after a crash it runs again with the same committables, some already committed."""
+
+    def post_commit(self, context: CommitContext, committables: list[Any]) -> None:  # noqa: B027
+        """A global step after the commit of every checkpoint, the final one included,
+        with the committables just committed. Must be idempotent, like ``commit``: a
+        driver that dies after it ran calls it again for the same checkpoint."""
+
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:  # noqa: B027
+        """At a job start: remove what this job left that no completed checkpoint
+        references (``keep``) — never another job's files."""

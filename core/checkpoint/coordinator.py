@@ -1,0 +1,390 @@
+"""The driver's checkpoint coordinator: completes a checkpoint once every subtask
+acknowledged it, writes its metadata atomically, then has the sinks commit."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
+from flintlock.core.checkpoint.commit_log import CommitLog
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path, resolve_path
+from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
+
+METADATA = "_metadata.json"
+COMMITTED = "_committed.json"
+CHECKPOINT_FOLDER = re.compile(r"chk-(\d+)")
+RUN_FOLDER = re.compile(r"[0-9a-f]{12}")
+"""A run's folder in the job's folder (``JobMaster.new_run_id``)."""
+
+__all__ = ["CheckpointCoordinator", "CheckpointError", "CommitError", "CompletedCheckpoint"]
+
+
+@dataclass
+class CompletedCheckpoint:
+    """A checkpoint whose metadata was written: what every subtask acknowledged."""
+
+    checkpoint_id: int
+    run_id: str
+    final: bool
+    acknowledgements: list[dict[str, Any]]
+    committables: dict[str, list[Any]] = field(default_factory=dict)
+    committed: bool = False
+    savepoint: str | None = None
+    """The savepoint's own folder if checkpoint N is a savepoint (never deleted by retain)."""
+    sources: dict[str, Any] = field(default_factory=dict)
+    """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
+
+    def finished_vertices(self) -> dict[str, int]:
+        """Fully finished vertex name -> the checkpoint it finished in (FLIP-147)."""
+        return fully_finished(self.acknowledgements, self.checkpoint_id)
+
+
+class CheckpointCoordinator:
+    """Completes and commits the checkpoints of one job (checkpoint dir, job name)."""
+
+    def __init__(self, folder: JobFolder) -> None:
+        self.folder = folder
+        self.storage = folder.storage
+        self.job_name = folder.job_name
+        self.directory = folder.checkpoints
+        self.commit_log = CommitLog(folder)
+
+    def complete(
+        self,
+        checkpoint_id: int,
+        run_id: str,
+        final: bool,
+        acknowledgements: list[dict[str, Any]],
+        expected: set[tuple[str, int]],
+        details: dict[str, Any] | None = None,
+        snapshot_root: str | None = None,
+    ) -> CompletedCheckpoint:
+        """Check every expected subtask acknowledged once; write the metadata atomically.
+
+        ``details`` (operators with their uids, max parallelism, what the run restored
+        from) go into the metadata as they are, for restores and offline readers. With a
+        ``snapshot_root`` (the folder the tasks wrote a savepoint to) the savepoint's own
+        self-contained ``_metadata.json`` is written there first, then the job's
+        ``chk-<N>`` metadata naming it, last: the job's recovery sees it as checkpoint N."""
+        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        for ack in acknowledgements:
+            key = (ack["task_name"], ack["subtask_index"])
+            if key in seen:
+                raise CheckpointError(f"checkpoint {checkpoint_id}: {key} acknowledged twice")
+            if ack["checkpoint_id"] != checkpoint_id:
+                raise CheckpointError(
+                    f"checkpoint {checkpoint_id}: {key} acknowledged {ack['checkpoint_id']}"
+                )
+            seen[key] = ack
+        missing = sorted(expected - set(seen))
+        if missing:
+            raise CheckpointError(f"checkpoint {checkpoint_id}: no acknowledgement from {missing}")
+        ordered = [seen[key] for key in sorted(seen)]
+        committables: dict[str, list[Any]] = {}
+        for ack in ordered:
+            for sink, items in ack["committables"].items():
+                committables.setdefault(sink, []).extend(items)
+        checkpoint = CompletedCheckpoint(
+            checkpoint_id,
+            run_id,
+            final,
+            ordered,
+            committables,
+            savepoint=snapshot_root,
+            sources=dict((details or {}).get("sources") or {}),
+        )
+        document = {
+            "job_name": self.job_name,
+            "job_id": self.folder.job_id,
+            "checkpoint_id": checkpoint_id,
+            "kind": "savepoint" if snapshot_root else "checkpoint",
+            "run_id": run_id,
+            "final": final,
+            "finished_vertices": fully_finished(ordered, checkpoint_id),
+            "finished_subtasks": subtasks_finished(ordered, checkpoint_id),
+            **(details or {}),
+        }
+        label = "savepoint" if snapshot_root else "final checkpoint" if final else "checkpoint"
+        savepoint_metadata = None
+        if snapshot_root is not None:
+            savepoint_metadata = self._write_savepoint(snapshot_root, document, ordered)
+        path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
+        document["acknowledgements"] = _relative_manifests(parent_folder(path), ordered)
+        document["committables"] = committables
+        if snapshot_root is not None:
+            document["savepoint"] = snapshot_root
+        try:
+            self._write_metadata(path, document, label, checkpoint_id)
+        except CheckpointError as error:
+            if savepoint_metadata is not None:  # no savepoint of a checkpoint that failed
+                try:
+                    self.storage.filesystem.delete_file(savepoint_metadata)
+                except OSError as cleanup:
+                    error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
+            raise
+        return checkpoint
+
+    def _write_savepoint(
+        self, root: str, document: dict[str, Any], acknowledgements: list[dict[str, Any]]
+    ) -> str:
+        """Write the savepoint's own metadata in ``root``; returns its path.
+
+        Self-contained: every manifest lies under ``root`` and is recorded relative to it.
+        State only: committables are committed by the job through its ``chk-<N>``."""
+        checkpoint_id = document["checkpoint_id"]
+        for ack in acknowledgements:
+            if not lies_under(str(ack.get("manifest_path")), root):
+                raise CheckpointError(
+                    f"savepoint {checkpoint_id}: '{ack['task_name']}' subtask "
+                    f"{ack['subtask_index']} wrote its snapshot to {ack.get('manifest_path')}, "
+                    f"outside the savepoint's folder {root}"
+                )
+        acks = [{**ack, "committables": {}} for ack in acknowledgements]
+        path = f"{root}/{METADATA}"
+        own = {**document, "acknowledgements": _relative_manifests(root, acks)}
+        self._write_metadata(path, own, "savepoint", checkpoint_id)
+        return path
+
+    def _write_metadata(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
+        self.folder.fence(f"completes the {label} {id_}")
+        try:
+            self.storage.write_json_atomically(path, document)
+        except OSError as error:
+            raise CheckpointError(
+                f"job '{self.job_name}': the {label} {id_} cannot be written to {path}: {error}"
+            ) from error
+
+    def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
+        """Commit ``checkpoint``, after every earlier completed checkpoint not committed yet,
+        in order (Flink's subsumed checkpoints); idempotent."""
+        for earlier in self.uncommitted_before(checkpoint.checkpoint_id):
+            self._commit_one(earlier, sinks)
+        self._commit_one(checkpoint, sinks)
+
+    def uncommitted_before(self, checkpoint_id: int) -> list[CompletedCheckpoint]:
+        """The completed checkpoints below ``checkpoint_id`` whose commit is pending, oldest
+        first."""
+        pending = []
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is None or int(match.group(1)) >= checkpoint_id:
+                continue
+            earlier = int(match.group(1))
+            if self.commit_log.contains(earlier) or not self.storage.exists(
+                f"{info.path}/{METADATA}"
+            ):
+                continue
+            if not self.storage.exists(f"{info.path}/{COMMITTED}"):
+                pending.append(self._read(earlier, info.path))
+        return sorted(pending, key=lambda c: c.checkpoint_id)
+
+    def _commit_one(
+        self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]
+    ) -> None:
+        """Each sink's commit and post_commit of ``checkpoint``, then the commit record."""
+        context = self.commit_context(checkpoint.run_id, checkpoint.checkpoint_id)
+        for name, sink in sorted(sinks.items()):
+            committables = checkpoint.committables.get(name, [])
+            self.folder.fence(f"commits checkpoint {checkpoint.checkpoint_id} to sink '{name}'")
+            try:
+                sink.commit(context, committables)
+                sink.post_commit(context, committables)
+            except CommittableError as error:
+                raise CommittableError(
+                    f"sink '{name}' cannot commit checkpoint {checkpoint.checkpoint_id} of job "
+                    f"'{self.job_name}': {error}"
+                ) from error
+            except Exception as error:
+                raise CommitError(
+                    f"sink '{name}' failed to commit checkpoint {checkpoint.checkpoint_id} of "
+                    f"job '{self.job_name}': {type(error).__name__}: {error}; start the job "
+                    f"again on the same checkpoint directory to complete the commit"
+                ) from error
+        path = f"{self.directory}/chk-{checkpoint.checkpoint_id}/{COMMITTED}"
+        self.storage.write_json_atomically(path, {"checkpoint_id": checkpoint.checkpoint_id})
+        self.commit_log.record(checkpoint.checkpoint_id, checkpoint.run_id)
+        checkpoint.committed = True
+
+    def commit_context(self, run_id: str, checkpoint_id: int) -> CommitContext:
+        """What a sink's committer (or its output check) is told about the job."""
+        return CommitContext(
+            self.job_name, run_id, checkpoint_id, self.storage, job_id=self.folder.job_id
+        )
+
+    def retain(self, keep: int) -> list[int]:
+        """Delete the completed checkpoints older than the newest ``keep``; their ids.
+
+        Called once the newest checkpoint is committed, so no pending commit needs an
+        older one. The metadata goes first (the checkpoint is no longer completed), then
+        its subtasks' snapshot files, then its folder. A savepoint's own folder is never
+        deleted: it belongs to the user, only its ``chk-<N>`` entry goes."""
+        self.folder.fence("deletes old checkpoints")
+        completed = []
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+                completed.append(int(match.group(1)))
+        deleted = []
+        for checkpoint_id in sorted(completed, reverse=True)[keep:]:
+            folder = f"{self.directory}/chk-{checkpoint_id}"
+            checkpoint = self._read(checkpoint_id, folder)
+            self.storage.filesystem.delete_file(f"{folder}/{METADATA}")
+            for leftover in (
+                f"{self.folder.run_dir(checkpoint.run_id)}/chk-{checkpoint_id}",
+                folder,
+            ):
+                if checkpoint.savepoint is None or not lies_under(checkpoint.savepoint, leftover):
+                    self.storage.delete_dir(leftover)
+            deleted.append(checkpoint_id)
+        return deleted
+
+    def remove_orphaned_snapshots(self, current_run_id: str) -> list[str]:
+        """Delete what runs left in the job's folder that no completed checkpoint needs:
+        the folders of dead runs, and their snapshots of checkpoints that never completed
+        (each checkpoint's files lie under ``<run id>/chk-<N>``). Returns what went."""
+        self.folder.fence("deletes orphaned snapshots")
+        needed: dict[str, set[str]] = {}
+        for info in self._entries():
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+                checkpoint = self._read(int(match.group(1)), info.path)
+                needed.setdefault(checkpoint.run_id, set()).add(info.base_name)
+        removed = []
+        selector = pafs.FileSelector(self.folder.path, allow_not_found=True)
+        for run in self.storage.filesystem.get_file_info(selector):
+            if run.type != pafs.FileType.Directory or not RUN_FOLDER.fullmatch(run.base_name):
+                continue
+            if run.base_name == current_run_id:
+                continue
+            if run.base_name not in needed:
+                self.storage.delete_dir(run.path)
+                removed.append(run.path)
+                continue
+            inside = pafs.FileSelector(run.path)
+            for entry in self.storage.filesystem.get_file_info(inside):
+                if entry.base_name not in needed[run.base_name]:
+                    if entry.type == pafs.FileType.Directory:
+                        self.storage.delete_dir(entry.path)
+                    else:
+                        self.storage.filesystem.delete_file(entry.path)
+                    removed.append(entry.path)
+        return removed
+
+    def _entries(self) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self.directory, allow_not_found=True)
+        return list(self.storage.filesystem.get_file_info(selector))
+
+    def latest(self) -> CompletedCheckpoint | None:
+        """The completed checkpoint with the highest id, if any.
+
+        Anything in the checkpoints folder that is not a ``chk-<id>`` folder, and metadata
+        that is damaged or of another job, is a CheckpointError naming the file: a
+        checkpoint is never skipped silently (an older one would re-run committed data)."""
+        selector = pafs.FileSelector(self.directory, allow_not_found=True)
+        ids = []
+        for info in self.storage.filesystem.get_file_info(selector):
+            match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
+            if match is None or info.type != pafs.FileType.Directory:
+                raise CheckpointError(
+                    f"{info.path} does not belong in the checkpoints folder of job "
+                    f"'{self.job_name}' (only chk-<id> folders do): move it elsewhere"
+                )
+            ids.append(int(match.group(1)))
+        for checkpoint_id in sorted(ids, reverse=True):
+            folder = f"{self.directory}/chk-{checkpoint_id}"
+            if not self.storage.exists(f"{folder}/{METADATA}"):
+                continue  # never completed: the run stopped before its metadata was written
+            return self._read(checkpoint_id, folder)
+        return None
+
+    def _read(self, checkpoint_id: int, folder: str) -> CompletedCheckpoint:
+        path = f"{folder}/{METADATA}"
+        document = self.storage.read_json(path)
+        try:
+            if document["job_name"] != self.job_name or document["job_id"] != self.folder.job_id:
+                raise CheckpointError(
+                    f"the checkpoint {path} belongs to job {document['job_name']!r} (id "
+                    f"{document['job_id']}), not to {self.job_name!r} (id {self.folder.job_id})"
+                )
+            if document["checkpoint_id"] != checkpoint_id:
+                raise ValueError(
+                    f"checkpoint_id {document['checkpoint_id']} in folder chk-{checkpoint_id}"
+                )
+            acknowledgements = [
+                _with_manifest(ack, lambda path: resolve_path(folder, path))
+                for ack in document["acknowledgements"]
+            ]
+            savepoint = document.get("savepoint")
+            checkpoint = CompletedCheckpoint(
+                checkpoint_id,
+                str(document["run_id"]),
+                bool(document["final"]),
+                acknowledgements,
+                dict(document["committables"]),
+                self.storage.exists(f"{folder}/{COMMITTED}")
+                or self.commit_log.contains(checkpoint_id),
+                str(savepoint) if savepoint is not None else None,
+                dict(document.get("sources") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(
+                f"the checkpoint metadata {path} is damaged: {error!r}"
+            ) from error
+        return checkpoint
+
+
+def _relative_manifests(
+    folder: str, acknowledgements: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
+    return [
+        _with_manifest(ack, lambda path: relative_path(folder, path)) for ack in acknowledgements
+    ]
+
+
+def _with_manifest(ack: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """``ack`` with its manifest path (if it names one) passed through ``change``."""
+    if "manifest_path" not in ack:
+        return ack
+    return {**ack, "manifest_path": change(ack["manifest_path"])}
+
+
+def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
+    """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
+    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
+    acknowledgement without the flag is of a subtask that did not finish."""
+    finished: dict[str, int | None] = {}
+    for ack in acknowledgements:
+        name = ack["task_name"]
+        at = _finished_at(ack, checkpoint_id)
+        known = finished.get(name, at)
+        finished[name] = None if at is None or known is None else max(known, at)
+    return {name: at for name, at in sorted(finished.items()) if at is not None}
+
+
+def subtasks_finished(
+    acknowledgements: list[dict[str, Any]], checkpoint_id: int
+) -> dict[str, dict[str, int]]:
+    """Vertex name -> {subtask index (as a JSON key): the checkpoint it finished in}, for
+    every subtask that acknowledged ``checkpoint_id`` as finished, whether its vertex
+    finished fully or its siblings go on (FLIP-147 at subtask granularity)."""
+    finished: dict[str, dict[str, int]] = {}
+    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
+        at = _finished_at(ack, checkpoint_id)
+        if at is not None:
+            finished.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = at
+    return finished
+
+
+def _finished_at(ack: dict[str, Any], checkpoint_id: int) -> int | None:
+    """The checkpoint an acknowledging subtask finished in (this one for an ack from
+    before ``finished_at``); None if it did not finish."""
+    if not ack.get("finished"):
+        return None
+    return int(ack.get("finished_at") or checkpoint_id)

@@ -1,0 +1,260 @@
+"""The StreamExecutionEnvironment: where a program's sources are made (``from_*``, in
+source_methods.py) and its job runs (parallelism, Spark session, checkpoint storage,
+state backend, plugins)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.job_folder import check_job_name
+from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
+from flintlock.core.datastream.checks import check_parallelism, is_int
+from flintlock.core.datastream.source_methods import SourceMethods
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
+from flintlock.core.job.checks import check_before_spark
+from flintlock.core.job.client import JobClient
+from flintlock.core.job.control import PROGRESS_ENV, progress_line
+from flintlock.core.job.epoch_run import Progress
+from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
+from flintlock.core.job.master import JobConfig, JobMaster
+from flintlock.core.job.result import JobExecutionResult
+from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.runtime.operator import StreamOperator
+from flintlock.core.spark.session import active_or_local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
+"""Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
+
+MAX_MAX_PARALLELISM = 32768
+"""Flink's upper bound for max parallelism (the number of key groups)."""
+
+
+class StreamExecutionEnvironment(SourceMethods):
+    """Where a program is built and run: parallelism, Spark session, checkpoint storage.
+
+    With no session given it uses the active one, or starts an embedded local one and
+    stops it after ``execute``. Outside local mode ``checkpoint_dir`` is required. The
+    driver running a job holds a lease on it, renewed every ``lease_seconds`` (a lease
+    not renewed for 5 periods is taken over by the next start).
+    """
+
+    def __init__(
+        self,
+        parallelism: int | None = None,
+        spark: SparkSession | None = None,
+        checkpoint_dir: str | None = None,
+        max_parallelism: int = 128,
+        state_backend: str = "hashmap",
+        plugins: Iterable[object] = (),
+        master: str | None = None,
+        keep_temporary_checkpoints: bool = False,
+        retained_checkpoints: int = 1,
+        lease_seconds: float = DEFAULT_RENEW_SECONDS,
+    ) -> None:
+        if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
+            raise GraphError(
+                f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
+            )
+        if parallelism is None:
+            from_env = os.environ.get("FLINTLOCK_PARALLELISM")  # set by `flintlock run`
+            if from_env:
+                parallelism = _parallelism_from_env(from_env)
+            else:
+                parallelism = min(os.cpu_count() or 2, max_parallelism)
+        check_parallelism(parallelism, max_parallelism, "StreamExecutionEnvironment: parallelism")
+        self.parallelism = parallelism
+        self.spark = spark
+        self.master = master or os.environ.get("FLINTLOCK_MASTER")
+        self.checkpoint_dir = checkpoint_dir
+        self.keep_temporary_checkpoints = keep_temporary_checkpoints
+        if not is_int(retained_checkpoints) or retained_checkpoints < 1:
+            raise GraphError(
+                f"retained_checkpoints {retained_checkpoints!r} must be an int >= 1 (the "
+                f"completed checkpoints a job keeps)"
+            )
+        self.retained_checkpoints = retained_checkpoints
+        if not isinstance(lease_seconds, int | float) or not lease_seconds > 0:
+            raise GraphError(
+                f"lease_seconds {lease_seconds!r} must be a number > 0 (how often the driver "
+                f"renews its lease on the job)"
+            )
+        self.lease_seconds = float(lease_seconds)
+        self.max_parallelism = max_parallelism
+        self.state_backend = state_backend
+        self.plugins = list(plugins)
+        self.registry = build_registry(build_plugin_manager(self.plugins))
+        self.registry.get("state backend", state_backend)  # a clear error for a wrong name
+        self.transformations: list[Transformation] = []
+
+    # ---- running ----
+
+    def execute(
+        self,
+        job_name: str = "job",
+        new_run: bool | None = None,
+        state_backend: str | None = None,
+        restore_from: str | None = None,
+        allow_non_restored_state: bool = False,
+        trigger: EpochTrigger | None = None,
+        progress: Progress | None = None,
+    ) -> JobExecutionResult:
+        """Run the program: a bounded job as one epoch (final checkpoint, commits); a job
+        with unbounded sources as epochs, each ending in a committed checkpoint, started
+        as ``trigger`` says (default: back to back), until its input ends or it is stopped
+        (``flintlock stop``, ``JobClient.stop``); ``progress`` gets each epoch's figures.
+
+        A job is (checkpoint dir, job name). If a run of it FINISHED before, its stored
+        result is returned and nothing runs; if its final checkpoint completed but the
+        commit did not, the commit is completed. ``new_run=True`` (``flintlock run
+        --new-run``, or FLINTLOCK_NEW_RUN=1) runs the job again anyway; its sinks' output
+        modes decide what it may do to their existing output. With no ``checkpoint_dir``
+        (local mode only) a temporary one is used and removed after the job, unless
+        ``keep_temporary_checkpoints`` is set. ``state_backend`` names the state backend of
+        this job (default: the environment's).
+
+        ``restore_from`` (a ``chk-<N>`` folder, a savepoint, or a job's folder for its
+        latest checkpoint) gives a run that starts its state: operators are matched by uid,
+        at any parallelism. It is checked before Spark starts; state of an operator the job
+        no longer has is refused unless ``allow_non_restored_state``.
+        """
+        if not any(t.is_sink for t in self.transformations):
+            raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
+        check_job_name(job_name)
+        backend = state_backend if state_backend is not None else self.state_backend
+        self.registry.get("state backend", backend)  # a clear error for a wrong name
+        check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
+        uids = operator_uids(self.transformations)
+        restore = None
+        if restore_from is not None:
+            restore = prepare_restore(
+                restore_from, uids, self.max_parallelism, allow_non_restored_state
+            )
+        if new_run is None:
+            new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
+        spark, owned = active_or_local_session(self.spark, self.master)
+        temporary = None
+        try:
+            checkpoint_dir = self.checkpoint_dir
+            if checkpoint_dir is None:
+                master = _master(spark)
+                if not _is_local(master):
+                    raise GraphError(
+                        f"Spark master {master or '(unknown)'} is not local mode: give "
+                        f"checkpoint_dir, storage that the driver and every executor share"
+                    )
+                checkpoint_dir = temporary = tempfile.mkdtemp(prefix="flintlock-checkpoints-")
+            config = JobConfig(
+                job_name,
+                checkpoint_dir,
+                self.max_parallelism,
+                backend,
+                self.plugins,
+                retained_checkpoints=self.retained_checkpoints,
+                restore=restore,
+                lease_seconds=self.lease_seconds,
+            )
+            if progress is None and os.environ.get(PROGRESS_ENV, "") not in ("", "0"):
+                progress = print_progress
+            master = JobMaster(spark, self.transformations, config)
+            return master.execute(new_run=new_run, trigger=trigger, progress=progress)
+        finally:
+            if temporary is not None and not self.keep_temporary_checkpoints:
+                shutil.rmtree(temporary, ignore_errors=True)
+            if owned:
+                spark.stop()
+
+    def execute_async(
+        self,
+        job_name: str = "job",
+        trigger: EpochTrigger | None = None,
+        **options: Any,
+    ) -> JobClient:
+        """Start ``execute`` in a driver thread; the JobClient takes savepoints, stops the
+        job and returns its result. Needs ``checkpoint_dir``: the job is controlled
+        through its folder there."""
+        if self.checkpoint_dir is None:
+            raise GraphError(
+                "execute_async needs a checkpoint_dir: savepoint and stop requests go "
+                "through the job's folder there"
+            )
+        check_job_name(job_name)
+        client = JobClient(self.checkpoint_dir, job_name)
+        client.start(lambda: self.execute(job_name, trigger=trigger, **options))
+        return client
+
+    # ---- internals ----
+
+    def _add(
+        self,
+        name: str,
+        make_operator: Callable[[], StreamOperator],
+        inputs: list[InputEdge],
+        parallelism: int | None = None,
+        is_source: bool = False,
+        sink: TwoPhaseCommitSink | None = None,
+        is_sink: bool = False,
+    ) -> Transformation:
+        t = Transformation(
+            id=len(self.transformations),
+            name=name,
+            make_operator=make_operator,
+            parallelism=parallelism or self.parallelism,
+            inputs=inputs,
+            is_source=is_source,
+            sink=sink,
+            is_sink=is_sink,
+        )
+        self.transformations.append(t)
+        return t
+
+    def _unique(self, name: str) -> str:
+        taken = {t.name for t in self.transformations}
+        if name not in taken:
+            return name
+        n = 2
+        while f"{name}-{n}" in taken:
+            n += 1
+        return f"{name}-{n}"
+
+    def operator(self, kind: str) -> Callable[..., StreamOperator]:
+        """The operator factory registered as ``kind``."""
+        return self.registry.get("operator", kind)
+
+
+def print_progress(figures: dict[str, Any]) -> None:
+    """A progress line per epoch on stderr (``flintlock run`` asks for it)."""
+    print(progress_line(figures), file=sys.stderr, flush=True)
+
+
+def _master(spark: SparkSession) -> str | None:
+    """The session's master URL; None if it cannot be read (a Spark Connect server)."""
+    try:
+        return str(spark.conf.get("spark.master"))
+    except Exception:
+        return None
+
+
+def _is_local(master: str | None) -> bool:
+    """True for ``local`` and ``local[...]``, whose tasks share this machine's disk (not
+    ``local-cluster[...]``, whose executors may not); an unknown master is not local."""
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
+def _parallelism_from_env(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise GraphError(
+            f"FLINTLOCK_PARALLELISM={value!r} is not a number; set it to an int >= 1"
+        ) from None

@@ -1,0 +1,213 @@
+"""The environment's ``from_*`` methods: where a program's streams start (collections,
+Arrow tables, DataFrames, Parquet, streaming DataFrames, sequences, any Source)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.core.api.watermarks import WatermarkStrategy
+from flintlock.core.datastream.checks import check_parallelism, is_int
+from flintlock.core.datastream.datastream import DataStream
+from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.runtime.operator import StreamOperator
+from flintlock.core.sources.parquet import ParquetSource
+from flintlock.core.sources.sequence import SequenceSource
+from flintlock.core.sources.source import CollectionSource, Source, SourceOperator
+from flintlock.core.spark.sources import DataFrameSource
+from flintlock.core.spark.streaming_source import StreamingDataFrameSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class SourceMethods:
+    """The source half of ``StreamExecutionEnvironment``: each method adds a source
+    operator to the program and returns its stream."""
+
+    parallelism: int
+    max_parallelism: int
+
+    if TYPE_CHECKING:
+
+        def _add(
+            self,
+            name: str,
+            make_operator: Callable[[], StreamOperator],
+            inputs: list[InputEdge],
+            parallelism: int | None = None,
+            is_source: bool = False,
+            sink: TwoPhaseCommitSink | None = None,
+            is_sink: bool = False,
+        ) -> Transformation: ...
+
+        def _unique(self, name: str) -> str: ...
+
+    def from_collection(
+        self,
+        rows: Sequence[dict[str, Any]],
+        schema: pa.Schema | None = None,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A bounded stream of dicts (held in the job: for small data and tests).
+
+        Typed by ``schema``, or by inference over every row; an empty collection with a
+        schema is an empty stream of that schema."""
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise GraphError(f"from_collection: schema must be a pyarrow.Schema, not {schema!r}")
+        _check_batch_size(batch_size, "from_collection")
+        if isinstance(rows, pa.Table):
+            raise GraphError("from_collection takes rows (dicts); use from_arrow for a Table")
+        data = rows if isinstance(rows, list | tuple) else list(rows)
+        return self.from_source(CollectionSource(data, batch_size, schema), watermark_strategy)
+
+    def from_arrow(
+        self,
+        table: pa.Table,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A bounded stream of a pyarrow Table's rows."""
+        if not isinstance(table, pa.Table):
+            raise GraphError(f"from_arrow takes a pyarrow.Table, not {type(table).__name__}")
+        _check_batch_size(batch_size, "from_arrow")
+        return self.from_source(CollectionSource(table, batch_size), watermark_strategy)
+
+    def from_dataframe(
+        self,
+        frame: DataFrame,
+        name: str = "dataframe",
+        parallelism: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A bounded stream of a Spark DataFrame, read in place: each of its partitions is
+        one source subtask (one Spark task), so its rows are not shuffled first.
+
+        ``parallelism`` repartitions the input to that many subtasks instead. A frame with
+        more partitions than ``max_parallelism`` is coalesced to that many (no shuffle).
+        On Spark Connect, where the partitions cannot be counted, the input is
+        repartitioned to ``parallelism`` or the environment's parallelism.
+        """
+        if parallelism is not None:
+            check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
+        stream = self.from_source(DataFrameSource(), watermark_strategy, name=name)
+        self._read_frame(stream, frame, parallelism, watermark_strategy)
+        stream.transformation.parallelism_from_partitions = parallelism is None
+        return stream
+
+    def _read_frame(
+        self,
+        stream: DataStream,
+        frame: DataFrame,
+        parallelism: int | None,
+        watermark_strategy: WatermarkStrategy | None,
+    ) -> None:
+        """A source stream reads ``frame``: its Spark input, parallelism and schema."""
+        transformation = stream.transformation
+        transformation.spark_source = frame
+        transformation.parallelism = parallelism or self.parallelism
+        stream.schema = _dataframe_schema(frame)
+        if watermark_strategy is not None and stream.schema is not None:
+            watermark_strategy.check_schema(stream.schema, f"source '{transformation.name}'")
+
+    def from_parquet(
+        self,
+        path: str,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A bounded stream of the Parquet files under ``path`` (local path or URI)."""
+        _check_batch_size(batch_size, "from_parquet")
+        source = ParquetSource(path, batch_size)
+        try:
+            source.schema  # noqa: B018 - read the dataset's schema now, on the driver
+        except (OSError, pa.ArrowException) as error:
+            raise GraphError(
+                f"from_parquet: cannot read a Parquet dataset at '{path}': {error}"
+            ) from error
+        return self.from_source(source, watermark_strategy)
+
+    def from_stream(
+        self,
+        frame: DataFrame,
+        name: str = "spark-stream",
+        parallelism: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """An unbounded stream of a Spark Structured Streaming DataFrame (rate, files,
+        Kafka...): the job runs as its streaming query, one epoch per micro-batch, each
+        micro-batch repartitioned to ``parallelism`` source subtasks."""
+        if not getattr(frame, "isStreaming", False):
+            raise GraphError(
+                "from_stream takes a streaming DataFrame (spark.readStream...); read a "
+                "batch DataFrame with from_dataframe"
+            )
+        if parallelism is not None:
+            check_parallelism(parallelism, self.max_parallelism, "from_stream: parallelism")
+        stream = self.from_source(StreamingDataFrameSource(), watermark_strategy, name=name)
+        self._read_frame(stream, frame, parallelism, watermark_strategy)
+        return stream
+
+    def from_sequence(
+        self,
+        rows_per_second: float | None = None,
+        end: int | None = None,
+        start: int = 0,
+        rows_per_epoch: int | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """An unbounded stream of ``id`` and ``event_time`` (``SequenceSource``): the job
+        runs as epochs (``execute(trigger=...)``) until ``end`` or a stop."""
+        source = SequenceSource(rows_per_second, end, start, rows_per_epoch)
+        return self.from_source(source, watermark_strategy)
+
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: WatermarkStrategy | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        """A stream read by a Source plugin; its schema is known if the Source declares one."""
+        if not isinstance(source, Source):
+            raise GraphError(f"from_source takes a Source, not {type(source).__name__}")
+        if watermark_strategy is not None and not isinstance(watermark_strategy, WatermarkStrategy):
+            raise GraphError(
+                f"watermark_strategy must be a WatermarkStrategy, not {watermark_strategy!r}"
+            )
+        label = self._unique(name or f"source:{source.name}")
+        schema = source.schema
+        if schema is not None and watermark_strategy is not None:
+            watermark_strategy.check_schema(schema, f"source '{label}'")
+
+        def make() -> StreamOperator:
+            return SourceOperator(source, watermark_strategy, name=label)
+
+        t = self._add(label, make, [], is_source=True)
+        column = watermark_strategy.timestamp_column if watermark_strategy else None
+        return DataStream(self, [(t, None, None)], timestamp_column=column, schema=schema)
+
+
+def _check_batch_size(batch_size: Any, method: str) -> None:
+    if not is_int(batch_size) or batch_size < 1:
+        raise GraphError(f"{method}: batch_size {batch_size!r} must be an int >= 1")
+
+
+def _dataframe_schema(frame: DataFrame) -> pa.Schema | None:
+    """The Arrow schema of the batches Spark hands ``mapInArrow`` for ``frame`` (None if
+    pyspark cannot say, e.g. a type without an Arrow conversion)."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        conf = frame.sparkSession.conf
+        large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower()
+        return to_arrow_schema(
+            frame.schema,
+            timezone=conf.get("spark.sql.session.timeZone"),
+            prefers_large_types=large == "true",
+        )
+    except Exception:
+        return None

@@ -1,0 +1,102 @@
+"""How a vertex's output batches are split among the subtasks of the next vertex."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+
+from flintlock.core.api.keys import ColumnKey, ColumnsKey, KeySelector
+
+PartitionerKind = Literal["forward", "rebalance", "broadcast", "hash"]
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """A description of an edge's partitioning; ``key`` (a KeySelector) for ``hash``."""
+
+    kind: PartitionerKind
+    key: KeySelector | None = None
+
+    @property
+    def key_column(self) -> str | None:
+        """The key column of a hash edge keyed by one column, else None."""
+        return self.key.column if isinstance(self.key, ColumnKey) else None
+
+    def __str__(self) -> str:
+        if self.kind == "hash" and self.key is not None:
+            return f"hash({self.key.describe()})"
+        return self.kind
+
+
+FORWARD = Partitioner("forward")
+REBALANCE = Partitioner("rebalance")
+BROADCAST = Partitioner("broadcast")
+
+
+def hash_by(key: str | Sequence[str] | KeySelector) -> Partitioner:
+    """Route by key group of the key (contiguous key group ranges per subtask): a column,
+    a list of columns (one combined key) or a KeySelector."""
+    if isinstance(key, str):
+        key = ColumnKey(key)
+    elif not isinstance(key, KeySelector):
+        key = ColumnsKey(key)
+    return Partitioner("hash", key)
+
+
+class BatchSplitter:
+    """Splits batches by target subtask for one edge, per batch (no per-record Python)."""
+
+    def __init__(
+        self,
+        partitioner: Partitioner,
+        own_subtask: int,
+        target_parallelism: int,
+        max_parallelism: int,
+    ) -> None:
+        self.partitioner = partitioner
+        self.own_subtask = own_subtask
+        self.parallelism = target_parallelism
+        self.max_parallelism = max_parallelism
+        self._next = own_subtask % target_parallelism
+
+    def split(self, batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(target subtask, rows for it) pairs; rows keep their order within a target."""
+        kind = self.partitioner.kind
+        if kind == "forward":
+            yield self.own_subtask, batch
+        elif kind == "rebalance":
+            target = self._next
+            self._next = (self._next + 1) % self.parallelism
+            yield target, batch
+        elif kind == "broadcast":
+            for target in range(self.parallelism):
+                yield target, batch
+        else:
+            yield from self._split_by_key(batch)
+
+    def _split_by_key(self, batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+        if self.parallelism == 1 or batch.num_rows == 0:
+            yield 0, batch  # an empty batch still carries its schema downstream
+            return
+        key = self.partitioner.key
+        assert key is not None, "a hash partitioner has a key"
+        groups = key.key_groups(batch, self.max_parallelism).astype(np.int64)
+        targets = groups * self.parallelism // self.max_parallelism
+        order = np.argsort(targets, kind="stable")
+        counts = np.bincount(targets, minlength=self.parallelism)
+        ordered = batch.take(pa.array(order))
+        start = 0
+        for target, count in enumerate(counts.tolist()):
+            if count:
+                yield target, ordered.slice(start, count)
+            start += count
+
+    def targets(self) -> range:
+        """Every subtask this edge can send to (control events go to all of them)."""
+        if self.partitioner.kind == "forward":
+            return range(self.own_subtask, self.own_subtask + 1)
+        return range(self.parallelism)

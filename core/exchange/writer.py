@@ -1,0 +1,173 @@
+"""A task's output on Spark: frames batches and control events as messages per channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
+from flintlock.core.events import Watermark
+from flintlock.core.exchange.messages import Kind, MessageBuffer, encode_batch, encode_json
+from flintlock.core.exchange.partitioners import BatchSplitter
+from flintlock.core.plan.execution import ExecutionPlan, channel_key
+from flintlock.core.plan.graph import JobVertex, OutputEdge
+
+FLUSH_BYTES = 4 << 20
+MAX_PAYLOAD_BYTES = 8 << 20
+
+
+class MessageWriter:
+    """Implements RecordWriter for one subtask of a stage; hands full buffers to ``flush``."""
+
+    def __init__(self, plan: ExecutionPlan, vertex: JobVertex, subtask: int) -> None:
+        self.plan, self.vertex, self.subtask = plan, vertex, subtask
+        self.stage = vertex.layer
+        self.buffer = MessageBuffer()
+        self.flush: Callable[[pa.RecordBatch], None] | None = None
+        self.records_out = 0
+        self._seq: dict[tuple[int, int], int] = {}
+        every = [
+            (
+                edge,
+                BatchSplitter(
+                    edge.partitioner,
+                    subtask,
+                    plan.vertices[edge.target].parallelism,
+                    plan.max_parallelism,
+                ),
+            )
+            for edge in vertex.outputs
+        ]
+        self._edges = [(edge, splitter) for edge, splitter in every if edge.side is None]
+        self._side_edges: dict[tuple[str, str], list[tuple[OutputEdge, BatchSplitter]]] = {}
+        for edge, splitter in every:
+            if edge.side is not None:
+                self._side_edges.setdefault(edge.side, []).append((edge, splitter))
+        self._all_edges = every  # watermarks, end of input and barriers go on every edge
+
+    # ---- RecordWriter ----
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        """Split by target subtask; one DATA message (Arrow IPC) per target and part."""
+        self.records_out += batch.num_rows
+        self._emit_on(self._edges, batch)
+
+    def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:
+        """A side output's batch, on the edges that read it (dropped if none does)."""
+        edges = self._side_edges.get((operator, tag))
+        if edges:
+            self._emit_on(edges, batch)
+
+    def _emit_on(
+        self, edges: list[tuple[OutputEdge, BatchSplitter]], batch: pa.RecordBatch
+    ) -> None:
+        for edge, splitter in edges:
+            for target, part in splitter.split(batch):
+                for piece in _pieces(part):
+                    self._send(
+                        edge.target, target, edge.input_index, Kind.DATA, 0, encode_batch(piece)
+                    )
+        self._maybe_flush()
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        """A WATERMARK to every subtask each edge can reach."""
+        self._to_all(Kind.WATERMARK, watermark.timestamp, b"")
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        """A WATERMARK_STATUS (1 idle, 0 active) to every subtask each edge can reach."""
+        self._to_all(Kind.WATERMARK_STATUS, int(idle), b"")
+
+    def end_of_input(self) -> None:
+        """END_OF_INPUT on every channel: this subtask's output ended for good."""
+        self._to_all(Kind.END_OF_INPUT, 0, b"")
+
+    def acknowledge(self, acknowledgement: TaskAcknowledgement) -> None:
+        """The barrier on every channel, then the acknowledgement towards the driver."""
+        barrier = self.plan.barrier
+        payload = encode_json({"kind": barrier.kind, "final": barrier.final})
+        self._to_all(Kind.BARRIER, barrier.checkpoint_id, payload)
+        document = acknowledgement.to_json()
+        document["vertex"] = self.vertex.id
+        self.send_towards_driver(Kind.ACK, encode_json(document))
+
+    # ---- forwarding ----
+
+    def send_towards_driver(self, kind: Kind, payload: bytes) -> None:
+        """An ACK or REPORT, one hop towards the final acknowledgement stage."""
+        dest_vertex, dest_subtask = self.plan.ack_hop(self.vertex.id, self.subtask)
+        key = channel_key(self.vertex.id, self.subtask, dest_vertex, dest_subtask)
+        route = self.plan.route(self.stage, dest_vertex, dest_subtask, key)
+        self.buffer.add(
+            (
+                route,
+                dest_vertex,
+                dest_subtask,
+                self.vertex.id,
+                self.subtask,
+                0,
+                -1,
+                int(kind),
+                0,
+                payload,
+            )
+        )
+        self._maybe_flush()
+
+    def relay(self, row: tuple[Any, ...]) -> None:
+        """Pass on a message for a later stage, on the same path as the rest of its channel."""
+        _, dest_vertex, dest_subtask, src_vertex, src_subtask = row[:5]
+        key = channel_key(src_vertex, src_subtask, dest_vertex, dest_subtask)
+        self.buffer.add((self.plan.route(self.stage, dest_vertex, dest_subtask, key), *row[1:]))
+        self._maybe_flush()
+
+    # ---- internals ----
+
+    def _to_all(self, kind: Kind, value: int, payload: bytes) -> None:
+        for edge, splitter in self._all_edges:
+            for target in splitter.targets():
+                self._send(edge.target, target, edge.input_index, kind, value, payload)
+        self._maybe_flush()
+
+    def _send(
+        self,
+        dest_vertex: int,
+        dest_subtask: int,
+        input_index: int,
+        kind: Kind,
+        value: int,
+        payload: bytes,
+    ) -> None:
+        channel = (dest_vertex, dest_subtask)
+        seq = self._seq.get(channel, 0)
+        self._seq[channel] = seq + 1
+        key = channel_key(self.vertex.id, self.subtask, dest_vertex, dest_subtask)
+        self.buffer.add(
+            (
+                self.plan.route(self.stage, dest_vertex, dest_subtask, key),
+                dest_vertex,
+                dest_subtask,
+                self.vertex.id,
+                self.subtask,
+                input_index,
+                seq,
+                int(kind),
+                value,
+                payload,
+            )
+        )
+
+    def _maybe_flush(self) -> None:
+        if self.buffer.bytes >= FLUSH_BYTES and self.flush is not None:
+            self.flush(self.buffer.take())
+
+
+def _pieces(batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+    """Split a batch whose IPC form would exceed MAX_PAYLOAD_BYTES (SPARK_NOTES.md)."""
+    size = batch.nbytes
+    if size <= MAX_PAYLOAD_BYTES or batch.num_rows <= 1:
+        return [batch]
+    parts = -(-size // MAX_PAYLOAD_BYTES)
+    step = -(-batch.num_rows // parts)
+    return [batch.slice(i, step) for i in range(0, batch.num_rows, step)]

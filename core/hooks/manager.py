@@ -1,0 +1,85 @@
+"""Finds plugins through entry points and builds one small plugin manager per task.
+
+Entry points (group ``flintlock``) are loaded once per process; every task and every
+harness gets a fresh manager from them plus the plugin objects handed to its job, so
+nothing registered for one job or test leaks into the next.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from flintlock.core.errors import PluginError
+from flintlock.core.hooks import specs as hookspecs
+
+ENTRY_POINT_GROUP = "flintlock"
+hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
+"""Mark a function or method as an implementation of a flintlock hook."""
+
+TRACE_ENV = "FLINTLOCK_TRACE_HOOKS"
+
+
+@dataclass(frozen=True)
+class InstalledPlugin:
+    """A plugin found through an entry point: its name, object and distribution."""
+
+    name: str
+    plugin: Any
+    distribution: str
+
+
+@functools.cache
+def installed_plugins() -> tuple[InstalledPlugin, ...]:
+    """Load every ``flintlock`` entry point once per process, in name order."""
+    found = []
+    for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            plugin = entry_point.load()
+        except Exception as error:
+            raise PluginError(
+                f"cannot load flintlock plugin '{entry_point.name}' "
+                f"({entry_point.value}): {type(error).__name__}: {error}"
+            ) from error
+        dist = entry_point.dist.name if entry_point.dist is not None else "?"
+        found.append(InstalledPlugin(entry_point.name, plugin, dist))
+    return tuple(found)
+
+
+def build_plugin_manager(
+    plugins: Iterable[object] = (), *, use_entry_points: bool = True
+) -> pluggy.PluginManager:
+    """A fresh manager holding the installed plugins plus ``plugins`` (objects or modules)."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    if use_entry_points:
+        for installed in installed_plugins():
+            manager.register(installed.plugin, name=installed.name)
+    for plugin in plugins:
+        if manager.is_registered(plugin):
+            continue
+        manager.register(plugin)
+    if os.environ.get(TRACE_ENV) == "1":
+        _trace_hook_calls(manager)
+    return manager
+
+
+def _trace_hook_calls(manager: pluggy.PluginManager) -> None:
+    """Print every hook call and its arguments to stderr (FLINTLOCK_TRACE_HOOKS=1)."""
+
+    def before(hook_name: str, _impls: object, kwargs: dict[str, object]) -> None:
+        shown = {k: getattr(v, "name", v) for k, v in kwargs.items() if k != "batch"}
+        print(f"[flintlock hook] {hook_name} {shown}", file=sys.stderr)
+
+    def after(*_args: object) -> None:
+        return None
+
+    manager.add_hookcall_monitoring(before, after)
+    manager.flintlock_trace = True  # type: ignore[attr-defined]  # HookRunner: call every hook

@@ -1,0 +1,182 @@
+"""A plugin that records every lifecycle hook call per subtask, in order (for tests)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from flintlock.core.hooks.manager import hookimpl
+
+Call = tuple[Any, ...]
+
+
+class LifecycleRecorder:
+    """Records ``(hook, subject, *details)`` tuples per subtask, before each real call.
+
+    Operator hooks record the operator name, function hooks the operator holding the
+    function, task phases the phase and state changes the new state, e.g.
+    ``("operator_open", "map")``, ``("task", "run")``, ``("state", "RUNNING")``.
+    Plain tuples of str and int, so recordings can travel back from Spark workers.
+    """
+
+    def __init__(self) -> None:
+        self.by_task: dict[str, list[Call]] = defaultdict(list)
+        self.hooks_seen: set[str] = set()
+
+    def calls(self, task: str | None = None, *, exclude: Iterable[str] = ()) -> list[Call]:
+        """The calls of one subtask (the only one if ``task`` is None), minus ``exclude``."""
+        if task is None:
+            if len(self.by_task) != 1:
+                known = list(self.by_task)
+                raise ValueError(f"recorded {len(known)} subtasks; name one of {known}")
+            task = next(iter(self.by_task))
+        skip = set(exclude)
+        return [c for c in self.by_task[task] if c[0] not in skip]
+
+    def _record(self, hook: str, task: Any, *call: Any) -> None:
+        self.hooks_seen.add(f"flintlock_{hook}")
+        self.by_task[task.key].append(call)
+
+    # ---- task ----
+
+    @hookimpl(wrapper=True)
+    def flintlock_task_invoke_phase(self, task: Any, phase: str) -> Generator[None, Any, Any]:
+        self._record("task_invoke_phase", task, "task", phase)
+        return (yield)
+
+    @hookimpl
+    def flintlock_task_state_changed(self, task: Any, current: Any) -> None:
+        self._record("task_state_changed", task, "state", current.value)
+
+    # ---- operators ----
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_setup(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("operator_setup", task, "operator_setup", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_initialize_state(
+        self, operator: Any, task: Any, restored: bool
+    ) -> Generator[None, Any, Any]:
+        self._record("operator_initialize_state", task, "operator_initialize_state", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_open(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("operator_open", task, "operator_open", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_process_batch(
+        self, operator: Any, task: Any, input_index: int
+    ) -> Generator[None, Any, Any]:
+        self._record("operator_process_batch", task, "operator_process_batch", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_process_watermark(
+        self, operator: Any, task: Any, watermark: Any, input_index: int
+    ) -> Generator[None, Any, Any]:
+        self._record(
+            "operator_process_watermark",
+            task,
+            "operator_process_watermark",
+            operator.name,
+            watermark.timestamp,
+        )
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_snapshot_state(
+        self, operator: Any, task: Any, checkpoint_id: int
+    ) -> Generator[None, Any, Any]:
+        self._record(
+            "operator_snapshot_state", task, "operator_snapshot_state", operator.name, checkpoint_id
+        )
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_notify_checkpoint_complete(
+        self, operator: Any, task: Any, checkpoint_id: int
+    ) -> Generator[None, Any, Any]:
+        self._record(
+            "operator_notify_checkpoint_complete",
+            task,
+            "operator_notify_checkpoint_complete",
+            operator.name,
+            checkpoint_id,
+        )
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_notify_checkpoint_aborted(
+        self, operator: Any, task: Any, checkpoint_id: int
+    ) -> Generator[None, Any, Any]:
+        self._record(
+            "operator_notify_checkpoint_aborted",
+            task,
+            "operator_notify_checkpoint_aborted",
+            operator.name,
+            checkpoint_id,
+        )
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_end_input(
+        self, operator: Any, task: Any, input_index: int
+    ) -> Generator[None, Any, Any]:
+        self._record("operator_end_input", task, "operator_end_input", operator.name, input_index)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_finish(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("operator_finish", task, "operator_finish", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_operator_close(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("operator_close", task, "operator_close", operator.name)
+        return (yield)
+
+    # ---- user functions ----
+
+    @hookimpl(wrapper=True)
+    def flintlock_function_set_runtime_context(
+        self, operator: Any, task: Any
+    ) -> Generator[None, Any, Any]:
+        self._record(
+            "function_set_runtime_context", task, "function_set_runtime_context", operator.name
+        )
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_function_open(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("function_open", task, "function_open", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_function_finish(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("function_finish", task, "function_finish", operator.name)
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def flintlock_function_close(self, operator: Any, task: Any) -> Generator[None, Any, Any]:
+        self._record("function_close", task, "function_close", operator.name)
+        return (yield)
+
+    # ---- travelling back from Spark workers ----
+
+    def report(self, task: str) -> list[list[Any]]:
+        """What this (worker-side) copy recorded for subtask ``task``."""
+        return [list(call) for call in self.by_task.get(task, [])]
+
+    def merge_report(self, task: str, calls: list[list[Any]]) -> None:
+        """Take a worker's recording of subtask ``task`` into this (driver-side) recorder."""
+        self.by_task[task] = [tuple(call) for call in calls]
+        for call in calls:
+            self.hooks_seen.add(_HOOK_OF.get(call[0], f"flintlock_{call[0]}"))
+
+
+_HOOK_OF = {"task": "flintlock_task_invoke_phase", "state": "flintlock_task_state_changed"}

@@ -1,0 +1,164 @@
+"""An unbounded job as a sequence of epochs (ARCHITECTURE.md sections 3 and 5, FLIP-147).
+
+Each epoch is one Spark job over what the sources' enumerators planned for it, and ends
+in a checkpoint that records the enumerators' states; the sinks commit it before the
+next epoch starts, so output appears once per epoch, exactly once. The next epoch
+restores the checkpoint (its operators get ``notify_checkpoint_complete`` for it before
+any data). Between epochs the loop takes savepoint and stop requests (``JobControl``).
+
+How an epoch ends (the termination table):
+
+- sources exhausted, or a stop with drain: MAX_WATERMARK, end_input, finish, then the
+  final checkpoint (a savepoint for a drain), its commit, and FINISHED / STOPPED;
+- a stop without drain: a savepoint without finish, its commit, STOPPED;
+- otherwise: a checkpoint without finish, its commit, and the next epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
+from flintlock.core.checkpoint.finished_subtasks import epoch_has_work
+from flintlock.core.checkpoint.restore import (
+    RestoreSource,
+    plan_restores,
+)
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.job import signals as job_signals
+from flintlock.core.job.control import ControlRequest
+from flintlock.core.job.epoch_run import EpochRun
+from flintlock.core.job_errors import LeaseLostError
+from flintlock.core.plan.graph import GraphError
+from flintlock.core.sources.epochs import EpochSplits
+
+if TYPE_CHECKING:
+    from flintlock.core.job.result import JobExecutionResult
+
+
+class EpochLoop(EpochRun):
+    """Runs one job run as epochs until its input ends, a stop, or its trigger says so."""
+
+    # ---- the run ----
+
+    def run(
+        self, latest: CompletedCheckpoint | None, started: float, new_run: bool
+    ) -> JobExecutionResult:
+        """Start (fresh, from ``restore_from``, or continuing the job's last checkpoint)
+        and run epochs; the result of the run when it finishes or stops."""
+        master = self.master
+        run_id = master.run_id
+        restore, states, checkpoint_id = self.starting_point(latest, new_run, run_id)
+        master.folder.record_running(run_id)
+        self.control.expire_requests(run_id)  # a new run never acts on an old request
+        restores = plan_restores(restore, self.graph) if restore is not None else {}
+        finished = finished_in(restore)  # fully finished vertices: skipped (FLIP-147)
+        aborted: list[int] = []
+        checkpoint: CompletedCheckpoint | None = latest
+        epoch_started = time.monotonic()
+        try:
+            while True:
+                request = self.next_request(run_id)
+                planned = self._plan_sources(states)
+                drain = request is not None and request.action == "stop" and request.drain
+                source_ends = {uid: drain or p.exhausted for uid, p in planned.items()}
+                ends = all(source_ends.values())  # the job's input ends: its final checkpoint
+                has_rows = epoch_has_work(
+                    self.graph, self.uids, planned, source_ends, finished, restores
+                )  # a source subtask whose input ends now finishes in an epoch of its own
+                if self._out_of_input(request, ends, has_rows):
+                    return self.stopped(checkpoint, run_id, started, None)
+                if self._skip_empty(request, ends, has_rows):
+                    epoch_started = self._wait_for_next_epoch(run_id, epoch_started, 0.05)
+                    continue
+                barrier = CheckpointBarrier(
+                    checkpoint_id, "savepoint" if request else "checkpoint", final=ends
+                )
+                root = self.savepoint_root(checkpoint_id) if request is not None else None
+                plan = self.plan(run_id, barrier, restores, aborted, planned, source_ends, root)
+                plan.finished_vertices = dict(finished)
+                try:
+                    checkpoint = self.checkpoint_epoch(plan, planned)
+                except Exception as error:
+                    if request is None:
+                        raise
+                    # a savepoint that failed before it completed fails the request (a stop
+                    # too), not the job: it goes on from its last checkpoint; tasks hear of
+                    # the aborted one. A commit that fails after it completed fails the job.
+                    self.control.answer(request, error=f"{type(error).__name__}: {error}")
+                    aborted.append(checkpoint_id)
+                    checkpoint_id += 1
+                    continue
+                self.commit_epoch(plan, checkpoint, epoch_started)
+                states = {uid: p.state for uid, p in planned.items()}
+                finished = checkpoint.finished_vertices()
+                savepoint = checkpoint.savepoint
+                if request is not None:
+                    self.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
+                if ends or (request is not None and request.action == "stop"):
+                    return self.ended(checkpoint, run_id, started, savepoint, ends)
+                if self.trigger.kind == "once":
+                    return self.stopped(checkpoint, run_id, started, None)
+                restores, aborted = self.restores_after(checkpoint), []
+                checkpoint_id += 1
+                epoch_started = self._wait_for_next_epoch(run_id, epoch_started)
+        except Exception as failure:
+            error = job_signals.as_canceled(failure)
+            master.record_failed(run_id, error)
+            if not isinstance(error, LeaseLostError):  # else the requests are not ours
+                with contextlib.suppress(Exception):  # the run's own error matters more
+                    self.control.answer_remaining(run_id, error=f"{type(error).__name__}: {error}")
+            if error is failure:
+                raise
+            raise error from failure
+
+    def _plan_sources(self, states: dict[str, Any]) -> dict[str, EpochSplits]:
+        """Each unbounded source's splits for the epoch starting now (by uid)."""
+        now_ms = int(time.time() * 1000)
+        planned = {}
+        for name, (source, parallelism) in self.sources.items():
+            uid = self.uids[name]
+            state = states[uid] if uid in states else source.initial_state(now_ms)
+            splits = source.plan_epoch(state, now_ms, parallelism)
+            if len(splits.assignments) != parallelism:
+                raise GraphError(
+                    f"source '{name}' planned {len(splits.assignments)} assignments for "
+                    f"{parallelism} subtasks"
+                )
+            planned[uid] = splits
+        return planned
+
+    def _out_of_input(self, request: ControlRequest | None, ends: bool, has_rows: bool) -> bool:
+        """An available-now run stops once its sources have nothing more right now."""
+        idle = request is None and not ends and not has_rows
+        return idle and self.trigger.kind == "available_now" and bool(self.epochs)
+
+    def _skip_empty(self, request: ControlRequest | None, ends: bool, has_rows: bool) -> bool:
+        """With no interval (epochs back to back), an epoch with nothing to read is not run."""
+        idle = request is None and not ends and not has_rows
+        return idle and self.trigger.kind == "processing_time" and not self.trigger.interval_seconds
+
+    def _wait_for_next_epoch(
+        self, run_id: str, epoch_started: float, at_least: float = 0.0
+    ) -> float:
+        """Sleep until the trigger's next epoch (a request starts it at once)."""
+        due = epoch_started + max(self.trigger.interval_seconds, at_least)
+        while time.monotonic() < due and self.next_request(run_id) is None:
+            time.sleep(min(0.05, max(0.0, due - time.monotonic())))
+        return time.monotonic()
+
+
+def finished_in(restore: RestoreSource | None) -> dict[str, int]:
+    """The fully finished vertices of the checkpoint restored from (vertex name -> the
+    checkpoint it finished in): every subtask's snapshot says it finished. A final
+    checkpoint (every vertex finished) restored by a new run is run again in full."""
+    if restore is None or restore.checkpoint.final:
+        return {}
+    finished: dict[str, int | None] = {}
+    for snapshot in restore.checkpoint.subtasks:
+        at = snapshot.finished_at
+        known = finished.get(snapshot.task_name, at)
+        finished[snapshot.task_name] = None if at is None or known is None else max(at, known)
+    return {name: at for name, at in finished.items() if at is not None}

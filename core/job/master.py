@@ -1,0 +1,349 @@
+"""The driver-side job master: plans an epoch into Spark stages, runs it with one action,
+completes the checkpoint and has the sinks commit (ARCHITECTURE.md sections 1, 5)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, CompletedCheckpoint
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan_restores
+from flintlock.core.checkpoint.savepoints import new_savepoint_root
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.exchange.messages import MESSAGE_DDL, Kind, decode_json
+from flintlock.core.job import signals as job_signals
+from flintlock.core.job.control import JobControl
+from flintlock.core.job.epoch_loop import EpochLoop
+from flintlock.core.job.epoch_run import Progress
+from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
+from flintlock.core.job.result import JobExecutionResult, JobResults
+from flintlock.core.job.streaming_epochs import StreamingEpochs
+from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
+from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.spark.failures import (
+    spark_failures_as_flintlock_errors,
+    task_markers_dir,
+)
+from flintlock.core.spark.sources import adaptive_execution_off, with_source_partitions
+from flintlock.core.spark.stage import StageFunction, acknowledgement_stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class JobConfig:
+    """How to run a job: its identity, storage, state backend and plugins."""
+
+    job_name: str
+    checkpoint_uri: str
+    max_parallelism: int = 128
+    state_backend: str = "hashmap"
+    plugins: list[Any] = field(default_factory=list)
+    retained_checkpoints: int = 1
+    """Completed checkpoints kept; older ones are deleted once a newer one is committed."""
+    restore: RestoreSource | None = None
+    """The checked checkpoint a run that starts restores its state from (``restore_from``)."""
+    savepoint_dir: str | None = None
+    """If set, the run's final snapshot is a savepoint in a new folder under it."""
+    lease_seconds: float = DEFAULT_RENEW_SECONDS
+    """How often the driver renews its lease on the job (it holds for 5 periods)."""
+
+
+class JobMaster(JobResults):
+    """Runs a bounded job as one epoch that ends in the final checkpoint.
+
+    A start first reads the job's folder: a FINISHED run's stored result is returned as
+    it is; a completed final checkpoint whose commit is pending is committed; otherwise
+    (or when ``new_run`` is asked for) the job runs anew."""
+
+    def __init__(
+        self, spark: SparkSession, transformations: list[Transformation], config: JobConfig
+    ) -> None:
+        self.spark = spark
+        self.transformations = transformations
+        self.config = config
+        self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
+        self.folder = JobFolder(self.storage, config.job_name)
+        self.coordinator = CheckpointCoordinator(self.folder)
+        self.sinks: dict[str, TwoPhaseCommitSink] = {
+            t.name: t.sink for t in transformations if t.sink is not None
+        }
+
+    def execute(
+        self,
+        new_run: bool = False,
+        trigger: EpochTrigger | None = None,
+        progress: Progress | None = None,
+    ) -> JobExecutionResult:
+        """Return a finished run's result, complete a pending commit, or run the job: one
+        epoch if its sources are bounded, else epochs as ``trigger`` says (``EpochLoop``).
+
+        The driver holds the job's lease throughout (a second driver is refused), and
+        records CANCELED if the run is interrupted (Ctrl-C, a second stop signal)."""
+        started = time.perf_counter()
+        self.run_id = self.new_run_id()
+        lease = JobLease(
+            self.storage,
+            self.folder.path,
+            self.config.job_name,
+            self.run_id,
+            self.config.lease_seconds,
+        )
+        lease.acquire()  # first: the job's identity is made under it at the first start
+        job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
+        try:
+            self.folder.open()
+            self.folder.lease = lease
+            with job_signals.on_cancel(self.cancel_spark_jobs):
+                return self._execute(new_run, trigger, progress, started)
+        except KeyboardInterrupt as interrupt:
+            self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
+            raise
+        finally:
+            self.folder.lease = None
+            lease.release()
+
+    def _execute(
+        self,
+        new_run: bool,
+        trigger: EpochTrigger | None,
+        progress: Progress | None,
+        started: float,
+    ) -> JobExecutionResult:
+        record = self.folder.read_record()
+        latest = self.coordinator.latest()
+        if not new_run:
+            if record is not None and record.status == "FINISHED":
+                return self._stored_result(record, started)
+            if (
+                latest is not None
+                and latest.final
+                and (record is None or record.run_id == latest.run_id)
+            ):
+                return self._complete(latest, started, resumed=True)
+            self.check_resumable(latest)
+        self.coordinator.remove_orphaned_snapshots(self.run_id)
+        loop = EpochLoop(self, trigger or EpochTrigger.processing_time(0.0), progress)
+        if loop.streaming is not None:
+            return StreamingEpochs(loop).run(latest, started, new_run)
+        if loop.sources:
+            return loop.run(latest, started, new_run)
+        return self._run(latest, started)
+
+    def cancel_spark_jobs(self) -> None:
+        """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+        except Exception:  # Spark Connect has no SparkContext
+            self.spark.interruptAll()
+
+    def check_resumable(self, latest: CompletedCheckpoint | None) -> None:
+        """Refuse a start that would resume before a committed checkpoint: from an older
+        checkpoint (the newest one's metadata lost) or from a savepoint older than it."""
+        log = self.coordinator.commit_log
+        restore = self.config.restore
+        if restore is not None and restore.checkpoint.job_id == self.folder.job_id:
+            log.check_resumable(restore.checkpoint_id, f"restoring {restore.checkpoint.path}")
+        elif restore is None:
+            log.check_resumable(latest.checkpoint_id if latest else None, "this start")
+
+    def next_checkpoint_id(self, latest: CompletedCheckpoint | None) -> int:
+        """The id of a run's first checkpoint: above every completed and committed one."""
+        last = self.coordinator.commit_log.last()
+        highest = max(
+            latest.checkpoint_id if latest is not None else 0,
+            last.checkpoint_id if last is not None else 0,
+        )
+        return highest + 1
+
+    def new_run_id(self) -> str:
+        """A new run's id (its files and staging names carry it)."""
+        return uuid.uuid4().hex[:12]
+
+    def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
+        """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
+        checkpoint_id = self.next_checkpoint_id(latest)
+        run_id = self.run_id
+        maximum = self.config.max_parallelism
+        transformations = [with_source_partitions(t, maximum) for t in self.transformations]
+        graph = build_job_graph(transformations)
+        restore = self.config.restore
+        restores = {}
+        if restore is not None:
+            self.check_restore_storage(restore)
+            checkpoint_id = max(checkpoint_id, restore.checkpoint_id + 1)
+            restores = plan_restores(restore, graph)
+        savepoint_dir = self.config.savepoint_dir  # the folder the final snapshot goes to
+        root = (
+            new_savepoint_root(self.storage, savepoint_dir, checkpoint_id)
+            if savepoint_dir
+            else None
+        )
+        for sink in self.sinks.values():  # refuse before anything is recorded or written
+            sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
+        self.folder.record_running(run_id)
+        pending = latest is not None and not latest.final and not latest.committed
+        self.abort_uncommitted(run_id, latest.committables if pending and latest else {})
+        plan = ExecutionPlan(
+            job_name=self.config.job_name,
+            run_id=run_id,
+            epoch=checkpoint_id,
+            barrier=CheckpointBarrier(checkpoint_id, "savepoint" if root else "checkpoint", True),
+            checkpoint_uri=self.config.checkpoint_uri,
+            max_parallelism=self.config.max_parallelism,
+            state_backend=self.config.state_backend,
+            graph=graph,
+            plugins=self.config.plugins,
+            job_id=self.folder.job_id,
+            restores=restores,
+            snapshot_root=root,
+        )
+        try:
+            checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
+        except Exception as failure:
+            error = job_signals.as_canceled(failure)
+            self.record_failed(run_id, error)
+            if error is failure:
+                raise
+            raise error from failure
+        return self._complete(checkpoint, started)
+
+    def run_epoch(
+        self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
+    ) -> CompletedCheckpoint:
+        """Run one epoch as one Spark job (one action) and complete its checkpoint."""
+        failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
+        with adaptive_execution_off(self.spark), failures:
+            messages = self._epoch_frame(plan).toArrow()
+        # the tasks' markers name a crashed worker's subtask: of no use once the job ran
+        self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
+        acknowledgements = self._read_messages(messages)
+        return self.coordinator.complete(
+            plan.barrier.checkpoint_id,
+            plan.run_id,
+            final,
+            acknowledgements,
+            plan.expected_subtasks(),
+            details,
+            snapshot_root=plan.snapshot_root,
+        )
+
+    def _complete(
+        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool = False
+    ) -> JobExecutionResult:
+        """Commit the final checkpoint (idempotent), clean up, store the job's result."""
+        try:
+            self.coordinator.commit(checkpoint, self.sinks)
+            self.abort_uncommitted(checkpoint.run_id, checkpoint.committables)
+            self.coordinator.retain(self.config.retained_checkpoints)
+        except Exception as error:
+            self.record_failed(checkpoint.run_id, error)
+            raise
+        result = self.result_of(checkpoint, started, resumed=resumed)
+        self.folder.record_finished(
+            checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
+        )
+        final = f"{self.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+        JobControl(self.folder).answer_remaining(
+            self.run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
+        )
+        return result
+
+    def check_restore_storage(self, restore: RestoreSource) -> None:
+        """Tasks read the restored files through the job's checkpoint file system."""
+        theirs = type(restore.checkpoint.storage.filesystem).__name__
+        ours = type(self.storage.filesystem).__name__
+        if theirs != ours:
+            raise RestoreError(
+                f"checkpoint {restore.checkpoint.path} is on a {theirs}, the job's checkpoint "
+                f"directory {self.config.checkpoint_uri} on a {ours}: copy it there first"
+            )
+
+    def checkpoint_details(self, graph: JobGraph) -> dict[str, Any]:
+        """What the metadata records besides acknowledgements: operators by name with
+        their uid, vertex and parallelism; max parallelism; the checkpoint restored from."""
+        uids = operator_uids(self.transformations)
+        operators = {
+            t.name: {"uid": uids[t.name], "vertex": v.name, "parallelism": v.parallelism}
+            for v in graph.vertices.values()
+            for t in v.transformations
+        }
+        restore = self.config.restore
+        restored_from = None
+        if restore is not None:
+            restored_from = {
+                "path": restore.checkpoint.path,
+                "job_name": restore.checkpoint.job_name,
+                "checkpoint_id": restore.checkpoint_id,
+                "skipped_uids": restore.dropped,
+            }
+        return {
+            "operators": operators,
+            "max_parallelism": self.config.max_parallelism,
+            "restored_from": restored_from,
+        }
+
+    def record_failed(self, run_id: str, error: Exception) -> None:
+        """Record FAILED (CANCELED for a canceled run; nothing once the lease is lost:
+        the result store belongs to the driver that took it); if even that fails, say so
+        on the error being raised."""
+        if isinstance(error, LeaseLostError):
+            return
+        try:
+            if isinstance(error, JobCanceled):
+                latest = self.coordinator.latest()
+                at = latest.checkpoint_id if latest is not None else None
+                self.folder.record_canceled(run_id, at)
+            else:
+                self.folder.record_failed(run_id, error)
+        except Exception as recording:  # the job's own error matters more
+            if hasattr(error, "add_note"):
+                error.add_note(f"(the job's FAILED result could not be recorded: {recording})")
+
+    def _epoch_frame(self, plan: ExecutionPlan) -> DataFrame:
+        """The epoch as one DataFrame: source stage, exchanges, acknowledgement stage."""
+        layers = plan.graph.layers()
+        frames = []
+        for vertex in layers[0]:
+            head = vertex.transformations[0]
+            frame = head.spark_source
+            if frame is None:
+                frame = self.spark.range(0, vertex.parallelism, 1, vertex.parallelism)
+            frames.append(frame.mapInArrow(StageFunction(plan, 0), MESSAGE_DDL))
+        stage = reduce(lambda a, b: a.union(b), frames)
+        for index in range(1, len(layers)):
+            stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
+                StageFunction(plan, index), MESSAGE_DDL
+            )
+        return stage.repartitionById(1, "route").mapInArrow(acknowledgement_stage, MESSAGE_DDL)
+
+    def _read_messages(self, messages: pa.Table) -> list[dict[str, Any]]:
+        """Acknowledgements for the coordinator; reports go back to their plugins."""
+        acknowledgements = []
+        kinds = messages.column("kind").to_pylist()
+        payloads = messages.column("payload").to_pylist()
+        for kind, payload in zip(kinds, payloads, strict=True):
+            document = decode_json(payload)
+            if kind == Kind.ACK:
+                acknowledgements.append(document)
+            elif kind == Kind.REPORT:
+                plugin = self.config.plugins[document["plugin"]]
+                plugin.merge_report(document["task"], document["data"])
+        return acknowledgements
+
+    def abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
+        """Have every sink drop what this job left that ``keep`` does not reference."""
+        context = self.coordinator.commit_context(run_id, 0)
+        for name, sink in self.sinks.items():
+            sink.abort_uncommitted(context, keep.get(name, []))

@@ -1,0 +1,125 @@
+"""What a job run returns (``JobExecutionResult``), made from its last checkpoint, kept in
+the job result store as a document, and read back from it for a FINISHED job."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
+from flintlock.core.checkpoint.job_folder import JobRecord
+from flintlock.core.checkpoint.storage import CheckpointStorage
+
+if TYPE_CHECKING:
+    from flintlock.core.job.master import JobConfig
+
+
+@dataclass
+class JobExecutionResult:
+    """What a finished job returns: counts, duration, the checkpoint, collected tables."""
+
+    job_name: str
+    run_id: str
+    checkpoint_id: int
+    duration_seconds: float
+    records_out: dict[str, int] = field(default_factory=dict)
+    """Records each vertex emitted (for a sink vertex: the records its sinks received),
+    summed over its subtasks."""
+    vertex_seconds: dict[str, float] = field(default_factory=dict)
+    """Each vertex's slowest subtask, from invoke to its snapshot."""
+    collected: dict[str, pa.Table] = field(default_factory=dict)
+    resumed: bool = False
+    """True if this start ran nothing new: it completed the pending commit of an earlier
+    run, or returned the stored result of a finished one (``already_finished``)."""
+    already_finished: bool = False
+    """True if the job had finished before: its stored result was returned, nothing ran."""
+    status: str = "FINISHED"
+    """FINISHED, or STOPPED for an unbounded job that stopped (it continues at its next
+    start from its last checkpoint, ``savepoint_path`` if the stop took a savepoint)."""
+    epochs: int = 1
+    """Epochs this run ran (an unbounded job runs one per trigger)."""
+    savepoint_path: str | None = None
+    """The savepoint's own folder, if the run's last snapshot was a savepoint."""
+
+
+class JobResults:
+    """The result half of ``JobMaster``: a run's result, the document the result store
+    keeps of it, and a stored result read back."""
+
+    config: JobConfig
+    storage: CheckpointStorage
+    sinks: dict[str, TwoPhaseCommitSink]
+
+    def result_of(
+        self,
+        checkpoint: CompletedCheckpoint | None,
+        started: float,
+        records_out: dict[str, int] | None = None,
+        resumed: bool = False,
+    ) -> JobExecutionResult:
+        """A run's result after ``checkpoint``; ``records_out`` (summed over an unbounded
+        run's epochs) replaces the checkpoint's own counts."""
+        records: dict[str, int] = {}
+        seconds: dict[str, float] = {}
+        for ack in checkpoint.acknowledgements if checkpoint is not None else []:
+            name = ack["task_name"]
+            records[name] = records.get(name, 0) + ack["records_out"]
+            seconds[name] = max(seconds.get(name, 0.0), ack.get("duration_seconds", 0.0))
+        if records_out is not None:
+            records = dict(records_out)
+        collected = {
+            name: sink.result
+            for name, sink in self.sinks.items()
+            if getattr(sink, "result", None) is not None
+        }
+        return JobExecutionResult(
+            job_name=self.config.job_name,
+            run_id=checkpoint.run_id if checkpoint is not None else "",
+            checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else 0,
+            duration_seconds=time.perf_counter() - started,
+            records_out=records,
+            vertex_seconds=seconds,
+            collected=collected,
+            resumed=resumed,
+            savepoint_path=checkpoint.savepoint if checkpoint is not None else None,
+        )
+
+    def result_document(self, result: JobExecutionResult) -> dict[str, Any]:
+        """The part of a result the job result store keeps (tables by their files)."""
+        return {
+            "records_out": result.records_out,
+            "vertex_seconds": result.vertex_seconds,
+            "duration_seconds": result.duration_seconds,
+            "savepoint_path": result.savepoint_path,
+            "collected": {
+                name: sink.result_path
+                for name, sink in self.sinks.items()
+                if getattr(sink, "result_path", None) is not None
+            },
+        }
+
+    def _stored_result(self, record: JobRecord, started: float) -> JobExecutionResult:
+        """The result a FINISHED run stored; collected tables are read back from its files."""
+        stored = record.result
+        collected = {}
+        for name, path in stored.get("collected", {}).items():
+            collected[name] = self.storage.read_table(path)
+            sink = self.sinks.get(name)
+            if sink is not None and hasattr(sink, "result"):
+                sink.result = collected[name]  # type: ignore[attr-defined]
+        return JobExecutionResult(
+            job_name=self.config.job_name,
+            run_id=record.run_id,
+            checkpoint_id=record.checkpoint_id or 0,
+            duration_seconds=time.perf_counter() - started,
+            records_out=dict(stored.get("records_out", {})),
+            vertex_seconds=dict(stored.get("vertex_seconds", {})),
+            collected=collected,
+            resumed=True,
+            already_finished=True,
+            savepoint_path=stored.get("savepoint_path"),
+        )

@@ -1,0 +1,105 @@
+"""What every Spark task of one epoch is told: vertices, stages, routes, the barrier.
+
+Built on the driver, shipped in each stage's closure (cloudpickle), read on workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.exchange.messages import ACK_VERTEX
+from flintlock.core.plan.graph import JobGraph, JobVertex
+from flintlock.core.sources.source import SourceEpoch
+
+
+@dataclass
+class ExecutionPlan:
+    """One epoch of one job run, laid out as stages of Spark partitions."""
+
+    job_name: str
+    run_id: str
+    epoch: int
+    barrier: CheckpointBarrier
+    checkpoint_uri: str
+    max_parallelism: int
+    state_backend: str
+    graph: JobGraph
+    plugins: list[Any] = field(default_factory=list)
+    job_id: str = ""
+    restores: dict[tuple[int, int], TaskRestore] = field(default_factory=dict)
+    """(vertex, subtask) -> what it restores from; absent for a fresh start."""
+    source_epochs: dict[str, list[SourceEpoch]] = field(default_factory=dict)
+    """Unbounded source operator name -> per subtask, its splits of this epoch."""
+    snapshot_root: str | None = None
+    """Where every task writes this epoch's snapshot (a savepoint's folder); None: the run's."""
+    finished_vertices: dict[str, int] = field(default_factory=dict)
+    """Fully finished vertex name -> the checkpoint it finished in: its subtasks run no
+    operator, they only forward the end of their output and acknowledge (FLIP-147)."""
+    finished_subtasks: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Vertex name -> {subtask: the checkpoint it finished in}: finished subtasks of
+    vertices whose other subtasks still run; they run no operator either."""
+
+    def __post_init__(self) -> None:
+        layers = self.graph.layers()
+        self.offsets: dict[int, int] = {}
+        self.stage_widths: list[int] = []
+        for vertices in layers:
+            start = 0
+            for vertex in vertices:
+                self.offsets[vertex.id] = start
+                start += vertex.parallelism
+            self.stage_widths.append(start)
+        self.stage_widths.append(1)  # the final acknowledgement stage
+        self.ack_stage = len(layers)
+
+    def finished_at(self, vertex_name: str, subtask: int) -> int | None:
+        """The checkpoint a finished subtask finished in; None if it runs this epoch."""
+        at = self.finished_vertices.get(vertex_name)
+        return at if at is not None else self.finished_subtasks.get(vertex_name, {}).get(subtask)
+
+    @property
+    def vertices(self) -> dict[int, JobVertex]:
+        """Vertices by id."""
+        return self.graph.vertices
+
+    def stage_of(self, vertex_id: int) -> int:
+        """The stage a vertex (or the acknowledgement pseudo-vertex) runs in."""
+        return self.ack_stage if vertex_id == ACK_VERTEX else self.vertices[vertex_id].layer
+
+    def locate(self, stage: int, partition: int) -> tuple[JobVertex, int]:
+        """The vertex and subtask that partition ``partition`` of ``stage`` runs."""
+        for vertex in self.graph.layers()[stage]:
+            offset = self.offsets[vertex.id]
+            if offset <= partition < offset + vertex.parallelism:
+                return vertex, partition - offset
+        raise ValueError(f"stage {stage} has no partition {partition}")
+
+    def route(self, from_stage: int, dest_vertex: int, dest_subtask: int, channel_key: int) -> int:
+        """The partition of stage ``from_stage + 1`` a message must go to.
+
+        The destination's own partition if it runs there; else a relay partition fixed by
+        the channel, so every message of a channel takes the same path and stays in order.
+        """
+        if self.stage_of(dest_vertex) == from_stage + 1:
+            return 0 if dest_vertex == ACK_VERTEX else self.offsets[dest_vertex] + dest_subtask
+        return channel_key % self.stage_widths[from_stage + 1]
+
+    def ack_hop(self, vertex_id: int, subtask: int) -> tuple[int, int]:
+        """Where a subtask sends acknowledgements: one downstream subtask, or the final stage."""
+        outputs = self.vertices[vertex_id].outputs
+        if not outputs:
+            return ACK_VERTEX, 0
+        target = self.vertices[outputs[0].target]
+        return target.id, subtask % target.parallelism
+
+    def expected_subtasks(self) -> set[tuple[str, int]]:
+        """Every (vertex name, subtask) that must acknowledge the epoch."""
+        return {(v.name, s) for v in self.vertices.values() for s in range(v.parallelism)}
+
+
+def channel_key(src_vertex: int, src_subtask: int, dest_vertex: int, dest_subtask: int) -> int:
+    """A stable number for a channel, to pick its relay partition."""
+    return abs(((src_vertex * 1_000_003 + src_subtask) * 8191 + dest_vertex) * 131 + dest_subtask)

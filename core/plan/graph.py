@@ -1,0 +1,225 @@
+"""The logical graph a DataStream program builds, and its chaining into vertices.
+
+Transformations are nodes; an edge carries a partitioner. Forward edges between
+transformations of equal parallelism, where the upstream has exactly one consumer and the
+downstream exactly one input, are chained into one vertex (one task). Vertices are
+layered: a vertex runs in the stage after the deepest of its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flintlock.core.errors import FlintlockError
+from flintlock.core.exchange.partitioners import FORWARD, REBALANCE, Partitioner
+from flintlock.core.runtime.operator import StreamOperator, TwoInputStreamOperator
+
+
+class GraphError(FlintlockError):
+    """A DataStream program cannot be turned into a runnable graph."""
+
+
+@dataclass
+class InputEdge:
+    """An upstream transformation feeding input ``input_index`` through ``partitioner``."""
+
+    source_id: int
+    input_index: int
+    partitioner: Partitioner | None = None
+    """None: forward where parallelism matches, else rebalance (decided at build time)."""
+    side_output: str | None = None
+    """The OutputTag name when this edge reads the upstream's side output (never chained)."""
+
+
+@dataclass
+class Transformation:
+    """One operator of the program, with how to build it and where its input comes from."""
+
+    id: int
+    name: str
+    make_operator: Callable[[], StreamOperator]
+    parallelism: int
+    inputs: list[InputEdge] = field(default_factory=list)
+    is_source: bool = False
+    spark_source: Any = None
+    """For sources that read a Spark DataFrame: the DataFrame (its partitions are subtasks)."""
+    parallelism_from_partitions: bool = False
+    """A DataFrame source read in place: its subtasks are the frame's partitions, counted
+    when the job starts (``parallelism`` is then only the fallback where they cannot be)."""
+    sink: Any = None
+    """For 2PC sinks: the sink, whose driver-side copy commits."""
+    is_sink: bool = False
+    uid: str | None = None
+    """A stable id for this operator's state in checkpoints (``DataStream.uid``); the
+    name when None. A restore matches operators by it."""
+    task_type: str | None = None
+    """A registered task type chosen with ``set_task_type``; it heads its own vertex."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Ship to workers without the DataFrame (it lives on the driver)."""
+        state = dict(self.__dict__)
+        state["spark_source"] = None
+        return state
+
+
+@dataclass
+class OutputEdge:
+    """A vertex's output into input ``input_index`` of ``target``."""
+
+    target: int
+    input_index: int
+    partitioner: Partitioner
+    side: tuple[str, str] | None = None
+    """(operator name, tag name) for a side output's edge; None for the main output."""
+
+
+@dataclass
+class JobVertex:
+    """A chain of transformations that runs as one task per subtask."""
+
+    id: int
+    transformations: list[Transformation]
+    parallelism: int
+    task_type: str
+    inputs: list[tuple[int, int, Partitioner]] = field(default_factory=list)
+    """(upstream vertex, input index, partitioner), in channel order per input."""
+    outputs: list[OutputEdge] = field(default_factory=list)
+    layer: int = 0
+
+    @property
+    def name(self) -> str:
+        """The chain's operator names, e.g. ``'source -> map -> sink'``."""
+        return " -> ".join(t.name for t in self.transformations)
+
+    def build_operators(self) -> list[StreamOperator]:
+        """Fresh operator instances for one subtask."""
+        return [t.make_operator() for t in self.transformations]
+
+    def channels_per_input(self, vertices: dict[int, JobVertex]) -> dict[int, int]:
+        """How many channels (upstream subtasks) each input has."""
+        channels: dict[int, int] = {}
+        for upstream, input_index, partitioner in self.inputs:
+            count = 1 if partitioner.kind == "forward" else vertices[upstream].parallelism
+            channels[input_index] = channels.get(input_index, 0) + count
+        return channels
+
+    def channel_base(self, vertices: dict[int, JobVertex]) -> dict[tuple[int, int], int]:
+        """The first channel number of each (input index, upstream vertex)."""
+        bases: dict[tuple[int, int], int] = {}
+        next_free: dict[int, int] = {}
+        for upstream, input_index, partitioner in self.inputs:
+            start = next_free.get(input_index, 0)
+            bases[(input_index, upstream)] = start
+            count = 1 if partitioner.kind == "forward" else vertices[upstream].parallelism
+            next_free[input_index] = start + count
+        return bases
+
+
+@dataclass
+class JobGraph:
+    """Vertices by id, with their edges and layers."""
+
+    vertices: dict[int, JobVertex]
+
+    def layers(self) -> list[list[JobVertex]]:
+        """Vertices per stage, in id order."""
+        depth = max(v.layer for v in self.vertices.values()) + 1
+        return [
+            sorted((v for v in self.vertices.values() if v.layer == k), key=lambda v: v.id)
+            for k in range(depth)
+        ]
+
+    def terminal_vertices(self) -> list[JobVertex]:
+        """Vertices with no outputs (their acknowledgements go to the final stage)."""
+        return [v for v in self.vertices.values() if not v.outputs]
+
+
+def build_job_graph(transformations: list[Transformation]) -> JobGraph:
+    """Chain transformations into vertices and layer them."""
+    by_id = {t.id: t for t in transformations}
+    for t in transformations:
+        for edge in t.inputs:
+            if edge.partitioner is None:
+                upstream = by_id[edge.source_id].parallelism
+                edge.partitioner = default_partitioner(upstream, t.parallelism)
+    consumers: dict[int, list[Transformation]] = {t.id: [] for t in transformations}
+    for t in transformations:
+        for edge in t.inputs:
+            if edge.source_id not in by_id:
+                raise GraphError(f"'{t.name}' reads from an unknown transformation")
+            if edge.side_output is None:  # side outputs never chain: not a main consumer
+                consumers[edge.source_id].append(t)
+        _check_edges(t, by_id)
+
+    def chains_to_upstream(t: Transformation) -> bool:
+        if t.is_source or t.task_type or len(t.inputs) != 1:
+            return False
+        edge = t.inputs[0]
+        upstream = by_id[edge.source_id]
+        return (
+            edge.partitioner.kind == "forward"
+            and edge.side_output is None
+            and upstream.parallelism == t.parallelism
+            and len(consumers[upstream.id]) == 1
+        )
+
+    vertex_of: dict[int, int] = {}
+    vertices: dict[int, JobVertex] = {}
+    for t in sorted(transformations, key=lambda t: t.id):
+        if chains_to_upstream(t):
+            vertex = vertices[vertex_of[t.inputs[0].source_id]]
+            vertex.transformations.append(t)
+        else:
+            vertex = JobVertex(len(vertices), [t], t.parallelism, _task_type(t))
+            vertices[vertex.id] = vertex
+        vertex_of[t.id] = vertex.id
+    for t in transformations:
+        target = vertices[vertex_of[t.id]]
+        if target.transformations[0] is not t:
+            continue
+        for edge in t.inputs:
+            upstream = vertices[vertex_of[edge.source_id]]
+            reads = (upstream.id, edge.input_index)
+            if any((u, i) == reads for u, i, _ in target.inputs):
+                raise GraphError(
+                    f"'{t.name}' reads the task '{upstream.name}' twice on input "
+                    f"{edge.input_index} (e.g. a union of its main and side output); read "
+                    f"them on two inputs (connect) or map one of them first"
+                )
+            target.inputs.append((upstream.id, edge.input_index, edge.partitioner))
+            side = (by_id[edge.source_id].name, edge.side_output) if edge.side_output else None
+            upstream.outputs.append(OutputEdge(target.id, edge.input_index, edge.partitioner, side))
+    for vertex in sorted(vertices.values(), key=lambda v: v.id):
+        vertex.layer = 1 + max((vertices[u].layer for u, _, _ in vertex.inputs), default=-1)
+    return JobGraph(vertices)
+
+
+def _task_type(t: Transformation) -> str:
+    if t.task_type:
+        return t.task_type
+    if t.is_source:
+        return "source"
+    return "two-input" if any(e.input_index == 2 for e in t.inputs) else "one-input"
+
+
+def _check_edges(t: Transformation, by_id: dict[int, Transformation]) -> None:
+    for edge in t.inputs:
+        upstream = by_id[edge.source_id]
+        if edge.partitioner.kind == "forward" and upstream.parallelism != t.parallelism:
+            raise GraphError(
+                f"forward edge '{upstream.name}' (parallelism {upstream.parallelism}) -> "
+                f"'{t.name}' (parallelism {t.parallelism}) needs equal parallelism; "
+                f"call rebalance() before changing parallelism"
+            )
+
+
+def default_partitioner(upstream_parallelism: int, parallelism: int) -> Partitioner:
+    """Forward where parallelism matches (chainable), else rebalance (Flink's default)."""
+    return FORWARD if upstream_parallelism == parallelism else REBALANCE
+
+
+def is_two_input(operator: StreamOperator) -> bool:
+    """True for operators that take two inputs."""
+    return isinstance(operator, TwoInputStreamOperator)

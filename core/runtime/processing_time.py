@@ -1,0 +1,73 @@
+"""Processing time: the clock a task's processing-time timers follow (wall clock by default,
+a ManualClock in tests), and the task-wide check that fires them between batches."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flintlock.core.events import MAX_TIMESTAMP
+
+if TYPE_CHECKING:
+    from flintlock.core.runtime.timers import InternalTimerService
+
+Clock = Callable[[], int]
+"""Returns processing time in epoch milliseconds."""
+
+
+def system_clock() -> int:
+    """The wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock moved by hand: deterministic processing time for tests (the harness's
+    ``set_processing_time``). It never goes back."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def set(self, now: int) -> None:
+        """Move the clock to ``now`` (ms); moving it back is an error."""
+        if now < self.now:
+            raise ValueError(f"processing time cannot go back from {self.now} to {now}")
+        self.now = now
+
+    def advance(self, millis: int) -> None:
+        """Move the clock ``millis`` ms forward."""
+        self.set(self.now + millis)
+
+
+class ProcessingTimeService:
+    """One task's processing time: its clock, and the earliest processing-time timer of
+    any of its operators, so the check after each batch costs one comparison."""
+
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self.clock = clock
+        self.next_due = MAX_TIMESTAMP
+        self._services: list[InternalTimerService] = []
+
+    def add(self, service: InternalTimerService) -> None:
+        """Follow ``service``'s processing-time timers."""
+        self._services.append(service)
+        self.schedule(service.next_processing_time())
+
+    def schedule(self, timestamp: int) -> None:
+        """A timer at ``timestamp`` was registered somewhere in the task."""
+        if timestamp < self.next_due:
+            self.next_due = timestamp
+
+    def fire_due(self) -> None:
+        """Fire every processing-time timer whose time has come (one comparison if none)."""
+        if self.next_due == MAX_TIMESTAMP or self.next_due > self.clock():
+            return
+        now = self.clock()
+        for service in self._services:
+            service.advance_processing_time(now)
+        self.next_due = min(
+            (s.next_processing_time() for s in self._services), default=MAX_TIMESTAMP
+        )

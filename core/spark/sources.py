@@ -1,0 +1,113 @@
+"""DataFrame sources: a DataFrame's partitions read in place as source subtasks."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from flintlock.core.plan.graph import Transformation
+from flintlock.core.sources.source import Source, SourceReader
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+AQE = "spark.sql.adaptive.enabled"
+
+_partition_input: Iterator[pa.RecordBatch] | None = None
+"""The Arrow batches of the partition the current Spark task reads (one task per worker)."""
+
+
+def bind_partition_input(batches: Iterator[pa.RecordBatch] | None) -> None:
+    """Hand the current Spark partition's batches to a DataFrameSource reader."""
+    global _partition_input
+    _partition_input = batches
+
+
+class _PartitionReader(SourceReader):
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+        self._read = 0
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._batches:
+            self._read += 1
+            if batch.num_rows:
+                yield batch
+
+    def positions(self) -> dict[str, int]:
+        return {"partition": self._read}
+
+
+class DataFrameSource(Source):
+    """Reads a Spark DataFrame: each of its partitions is one subtask's input (bounded)."""
+
+    name = "dataframe"
+
+    def create_reader(
+        self, subtask_index: int, parallelism: int, positions: dict[str, int]
+    ) -> SourceReader:
+        if _partition_input is None:
+            raise RuntimeError("a DataFrameSource reads only inside a flintlock Spark stage")
+        return _PartitionReader(_partition_input)
+
+
+@contextlib.contextmanager
+def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
+    """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
+    previous = spark.conf.get(AQE, None)
+    spark.conf.set(AQE, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(AQE)
+        else:
+            spark.conf.set(AQE, previous)
+
+
+def partition_count(frame: DataFrame) -> int | None:
+    """How many partitions a job's stage reads ``frame`` in, planned as the job plans it
+    (AQE off), without running it; None where the client cannot say (Spark Connect)."""
+    if getattr(frame, "_jdf", None) is None:
+        return None
+    with adaptive_execution_off(frame.sparkSession):
+        planned = frame.select("*")  # a new plan, made under the job's settings
+        return int(planned._jdf.queryExecution().toRdd().getNumPartitions())
+
+
+def source_frame(
+    frame: DataFrame, parallelism: int | None, default_parallelism: int, max_parallelism: int
+) -> tuple[DataFrame, int]:
+    """The DataFrame a source stage reads and its number of subtasks.
+
+    Read in place (a subtask per partition, no shuffle) unless ``parallelism`` asks for
+    another count, the frame has no partitions, or Spark cannot count them (Connect): then
+    ``repartition`` to ``parallelism`` or, if not given, ``default_parallelism``. A frame
+    with more partitions than ``max_parallelism`` is coalesced to it (still no shuffle).
+    """
+    partitions = partition_count(frame)
+    if parallelism is None and partitions:
+        if partitions > max_parallelism:
+            return frame.coalesce(max_parallelism), max_parallelism
+        return frame, partitions
+    wanted = parallelism or default_parallelism
+    if partitions == wanted:
+        return frame, wanted
+    return frame.repartition(wanted), wanted
+
+
+def with_source_partitions(transformation: Transformation, max_parallelism: int) -> Transformation:
+    """The transformation as a job runs it now: a DataFrame source with its frame as read
+    and its subtask count, counted when the job starts (the frame's plan may depend on
+    settings made after ``from_dataframe``)."""
+    if transformation.spark_source is None or transformation.spark_source.isStreaming:
+        return transformation  # a streaming frame is read per micro-batch
+    asked = None if transformation.parallelism_from_partitions else transformation.parallelism
+    frame, subtasks = source_frame(
+        transformation.spark_source, asked, transformation.parallelism, max_parallelism
+    )
+    return dataclasses.replace(transformation, spark_source=frame, parallelism=subtasks)

@@ -1,0 +1,225 @@
+"""The function each Spark task of a stage runs (``mapInArrow``): one flintlock subtask.
+
+The subtask's invoke runs in a greenlet; whenever its message buffer fills, control comes
+back here and the batch is yielded to Spark; the task's code stays one plain function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import greenlet
+import pyarrow as pa
+
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import ChannelError, FlintlockError, LifecycleError, TaskCanceled
+from flintlock.core.exchange.messages import ACK_VERTEX, Kind, encode_json
+from flintlock.core.exchange.reader import MessageReader
+from flintlock.core.exchange.writer import MessageWriter
+from flintlock.core.hooks.manager import build_plugin_manager
+from flintlock.core.hooks.registry import build_registry
+from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.plan.graph import JobVertex
+from flintlock.core.runtime.environment import TaskEnvironment
+from flintlock.core.runtime.finished_task import run_finished_subtask
+from flintlock.core.runtime.operator import StreamOperator, chain_position
+from flintlock.core.runtime.task import StreamTask
+from flintlock.core.sources.source import SourceOperator
+from flintlock.core.spark.failures import task_marker_path
+from flintlock.core.spark.sources import bind_partition_input
+from flintlock.core.task_info import TaskInfo
+
+
+class StageFunction:
+    """Runs the subtask that the current Spark partition of stage ``stage`` belongs to.
+
+    ``partition_offset`` is where this function's partitions start in the stage (a union
+    numbers partitions end to end); subtask = ``partitionId() - offset`` (SPARK_NOTES.md).
+    """
+
+    def __init__(self, plan: ExecutionPlan, stage: int, partition_offset: int = 0) -> None:
+        self.plan = plan
+        self.stage = stage
+        self.partition_offset = partition_offset
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        spark_task = TaskContext.get()
+        assert spark_task is not None, "a stage function runs inside a Spark task"
+        plan = self.plan
+        vertex, subtask = plan.locate(self.stage, spark_task.partitionId() - self.partition_offset)
+        info = TaskInfo(
+            task_name=vertex.name,
+            task_type=vertex.task_type,
+            subtask_index=subtask,
+            parallelism=vertex.parallelism,
+            max_parallelism=plan.max_parallelism,
+            attempt_number=spark_task.attemptNumber(),
+            attempt_id=spark_task.taskAttemptId(),
+            epoch=plan.epoch,
+            run_id=plan.run_id,
+            job_name=plan.job_name,
+            job_id=plan.job_id,
+        )
+        if plan.finished_at(vertex.name, subtask) is not None:
+            yield from self._run_finished(info, vertex, subtask, batches)
+            return
+        try:
+            try:
+                task, writer, reader = self._deploy(info, vertex, subtask, batches)
+            except Exception as error:  # before the lifecycle: plugins, operator factories
+                raise _deploy_failure(info, vertex, error) from error
+            _leave_marker(task.environment.storage, info)
+            yield from _run(task, writer, reader, plan)
+            if reader is None:
+                # A source subtask may leave its partition unread (a sequence source on
+                # spark.range); PySpark reuses a worker only whose task read its input to
+                # the end, and a new worker per task made every epoch ~4x slower.
+                for _ in batches:
+                    pass
+        except LifecycleError as error:
+            # The driver sees only this text: the report rides along on one marker line.
+            raise TaskFailedOnWorker(f"{error}\n{error.report.to_line()}") from None
+        finally:
+            bind_partition_input(None)
+
+    def _run_finished(
+        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        """A finished subtask (of a fully finished vertex, or alone): no plugin, no
+        operator, no lifecycle call."""
+        plan = self.plan
+        writer = MessageWriter(plan, vertex, subtask)
+        reader = None
+        if not vertex.transformations[0].is_source:
+            reader = MessageReader(plan, vertex, subtask, batches, writer)
+        yield from _in_greenlet(
+            lambda: run_finished_subtask(plan, vertex, info, writer, reader), writer
+        )
+        if reader is None:
+            for _ in batches:  # read to the end, so PySpark reuses the worker (see __call__)
+                pass
+
+    def _deploy(
+        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+    ) -> tuple[StreamTask, MessageWriter, MessageReader | None]:
+        """Build the subtask: its input, output, plugins, operators and task type."""
+        plan = self.plan
+        writer = MessageWriter(plan, vertex, subtask)
+        reader = None
+        if vertex.transformations[0].is_source:
+            bind_partition_input(batches)
+            events: Iterator = iter(())  # type: ignore[type-arg]
+        else:
+            reader = MessageReader(plan, vertex, subtask, batches, writer)
+            events = reader.events()
+        manager = build_plugin_manager(plan.plugins)
+        registry = build_registry(manager)
+        operators = _build_operators(vertex)
+        head = operators[0] if operators else None
+        if isinstance(head, SourceOperator) and head.name in plan.source_epochs:
+            head.epoch = plan.source_epochs[head.name][subtask]
+        environment = TaskEnvironment(
+            info=info,
+            operators=operators,
+            writer=writer,
+            storage=CheckpointStorage.from_uri(plan.checkpoint_uri),
+            plugin_manager=manager,
+            input=events,
+            input_channels=vertex.channels_per_input(plan.vertices),
+            restore=plan.restores.get((vertex.id, subtask)),
+            state_backend=plan.state_backend,
+            epoch_barrier=plan.barrier,
+            records_in=(lambda: reader.records_in) if reader is not None else None,
+            snapshot_root=plan.snapshot_root,
+        )
+        task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
+        return task_type(environment, registry), writer, reader
+
+
+def _build_operators(vertex: JobVertex) -> list[StreamOperator]:
+    """Fresh operators for one subtask; a failing factory is named on its error."""
+    operators = []
+    for transformation in vertex.transformations:
+        try:
+            operators.append(transformation.make_operator())
+        except Exception as error:
+            error.flintlock_operator = transformation.name  # type: ignore[attr-defined]
+            raise
+    return operators
+
+
+def _deploy_failure(info: TaskInfo, vertex: JobVertex, error: Exception) -> LifecycleError:
+    """The error of a subtask that could not be built, naming the operator if its
+    factory raised."""
+    operator = getattr(error, "flintlock_operator", None)
+    if operator is None:
+        return LifecycleError(info, "deploy", error)
+    names = [t.name for t in vertex.transformations]
+    position = f"not built, {chain_position(names.index(operator), len(names))}"
+    return LifecycleError(info, "deploy", error, operator, "its factory", position)
+
+
+class TaskFailedOnWorker(FlintlockError):
+    """A subtask failed on a Spark worker; its message carries the FailureReport."""
+
+
+def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:
+    """Note which subtask this Spark task runs: if its worker dies, the driver names it."""
+    storage.write_json(
+        task_marker_path(storage, info.job_name, info.run_id, info.attempt_id),
+        {
+            "task_name": info.task_name,
+            "subtask_index": info.subtask_index,
+            "parallelism": info.parallelism,
+            "attempt_number": info.attempt_number,
+        },
+    )
+
+
+def _run(
+    task: StreamTask, writer: MessageWriter, reader: MessageReader | None, plan: ExecutionPlan
+) -> Iterator[pa.RecordBatch]:
+    def body() -> None:
+        task.invoke()
+        if reader is not None:
+            reader.drain()
+        for index, plugin in enumerate(plan.plugins):
+            report = getattr(plugin, "report", None)
+            if report is not None:
+                document = {"plugin": index, "task": task.info.key, "data": report(task.info.key)}
+                writer.send_towards_driver(Kind.REPORT, encode_json(document))
+
+    return _in_greenlet(body, writer)
+
+
+def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa.RecordBatch]:
+    """Run ``body`` in a greenlet, yielding the writer's buffers to Spark as they fill."""
+    parent = greenlet.getcurrent()
+    writer.flush = parent.switch
+    runner = greenlet.greenlet(body)
+    try:
+        out = runner.switch()
+        while not runner.dead:
+            yield out
+            out = runner.switch()
+    except GeneratorExit:  # Spark stopped reading: the task is canceled
+        if not runner.dead:
+            try:
+                runner.throw(TaskCanceled("the Spark task was stopped"))
+            except LifecycleError as error:
+                if not error.canceled:
+                    raise
+        raise
+    if len(writer.buffer):
+        yield writer.buffer.take()
+
+
+def acknowledgement_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The final stage: passes on the acknowledgements and reports for the driver."""
+    for batch in batches:
+        wrong = [v for v in batch.column("dest_vertex").to_pylist() if v != ACK_VERTEX]
+        if wrong:
+            raise ChannelError(f"the acknowledgement stage received messages for vertex {wrong[0]}")
+        yield batch
