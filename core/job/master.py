@@ -222,10 +222,13 @@ class JobMaster(JobResults):
     def run_epoch(
         self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
     ) -> CompletedCheckpoint:
-        """Run one epoch as one Spark job (one action) and complete its checkpoint."""
+        """Run one epoch as one Spark job (one action) and complete its checkpoint; a job
+        canceled (a second Ctrl-C) before or while it ran completes nothing."""
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
+        job_signals.check_canceled()
         with adaptive_execution_off(self.spark), failures:
             messages = self._epoch_frame(plan).toArrow()
+        job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
         self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
         acknowledgements = self._read_messages(messages)
