@@ -49,7 +49,7 @@ class TwoPhaseCommitSinkOperator(OneInputStreamOperator):
     def open(self) -> None:
         task = self.context.task
         assert self.context.storage is not None
-        writer_context = SinkWriterContext(task, self.context.storage)
+        writer_context = SinkWriterContext(task, self.context.storage, self.name)
         self._transaction = self.sink.begin_transaction(writer_context, task.epoch)
 
     def process_batch(self, batch: pa.RecordBatch) -> None:

@@ -4,7 +4,7 @@ snapshot, commit on the driver once the checkpoint completed (exactly once, FLIP
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +22,8 @@ class SinkWriterContext:
 
     task: TaskInfo
     storage: CheckpointStorage
+    sink_uid: str = ""
+    """The sink's name in the job graph, as ``CommitContext.sink_uid``."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class CommitContext:
     checkpoint_id: int
     storage: CheckpointStorage
     job_id: str = ""
+    sink_uid: str = ""
+    """The sink's name in the job graph (unique in the job, stable across runs): with
+    ``job_id`` it names the sink's transactions in the system it writes to."""
+
+    def for_sink(self, uid: str) -> CommitContext:
+        """This context, told which sink of the job it is for."""
+        return replace(self, sink_uid=uid)
 
     @property
     def job_dir(self) -> str:

@@ -193,8 +193,8 @@ class CheckpointCoordinator:
             committables = checkpoint.committables.get(name, [])
             self.folder.fence(f"commits checkpoint {checkpoint.checkpoint_id} to sink '{name}'")
             try:
-                sink.commit(context, committables)
-                sink.post_commit(context, committables)
+                sink.commit(context.for_sink(name), committables)
+                sink.post_commit(context.for_sink(name), committables)
             except CommittableError as error:
                 raise CommittableError(
                     f"sink '{name}' cannot commit checkpoint {checkpoint.checkpoint_id} of job "

@@ -12,6 +12,7 @@ from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.datastream import DataStream
+from flintlock.core.hooks.registry import Registry
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.sources.parquet import ParquetSource
@@ -45,6 +46,8 @@ class SourceMethods:
         ) -> Transformation: ...
 
         def _unique(self, name: str) -> str: ...
+
+        registry: Registry
 
     def from_collection(
         self,
@@ -163,6 +166,44 @@ class SourceMethods:
         """An unbounded stream of ``id`` and ``event_time`` (``SequenceSource``): the job
         runs as epochs (``execute(trigger=...)``) until ``end`` or a stop."""
         source = SequenceSource(rows_per_second, end, start, rows_per_epoch)
+        return self.from_source(source, watermark_strategy)
+
+    def from_delta(
+        self,
+        uri: str,
+        version: int | None = None,
+        unbounded: bool = False,
+        storage_options: dict[str, str] | None = None,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A stream of a Delta Lake table (the ``delta`` source plugin, delta-rs: no JVM).
+
+        Bounded: the rows of one table version (``version``, else the newest). Unbounded:
+        the rows of that version, then epoch by epoch what later versions append; the
+        version read so far is the source's offset in each checkpoint."""
+        _check_batch_size(batch_size, "from_delta")
+        factory = self.registry.get("source", "delta")
+        source = factory(uri, version, unbounded, storage_options, batch_size)
+        return self.from_source(source, watermark_strategy)
+
+    def from_iceberg(
+        self,
+        table: str,
+        catalog: dict[str, str] | None = None,
+        snapshot_id: int | None = None,
+        unbounded: bool = False,
+        batch_size: int = 65536,
+        watermark_strategy: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        """A stream of an Apache Iceberg table ``namespace.name`` in a pyiceberg catalog
+        (``catalog``: its properties; default the embedded SQL catalog), the ``iceberg``
+        source plugin. Bounded: one snapshot (``snapshot_id``, else the current one).
+        Unbounded: that snapshot, then epoch by epoch what later snapshots append; the
+        snapshot id read so far is the source's offset in each checkpoint."""
+        _check_batch_size(batch_size, "from_iceberg")
+        factory = self.registry.get("source", "iceberg")
+        source = factory(table, catalog, snapshot_id, unbounded, batch_size)
         return self.from_source(source, watermark_strategy)
 
     def from_source(

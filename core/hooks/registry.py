@@ -1,4 +1,4 @@
-"""Task types, state backends, operators and sinks offered by plugins, by name."""
+"""Task types, state backends, operators, sinks and sources offered by plugins, by name."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ KINDS = {
     "state backend": "flintlock_register_state_backends",
     "operator": "flintlock_register_operators",
     "sink": "flintlock_register_sinks",
+    "source": "flintlock_register_sources",
 }
 
 

@@ -239,3 +239,9 @@ def flintlock_register_operators(register: Callable[[str, Any], None]) -> None:
 @hookspec
 def flintlock_register_sinks(register: Callable[[str, Any], None]) -> None:
     """Offer sinks by name, e.g. ``register("print", PrintSink)``."""
+
+
+@hookspec
+def flintlock_register_sources(register: Callable[[str, Any], None]) -> None:
+    """Offer sources by name, e.g. ``register("delta", DeltaSource)``: the
+    ``StreamExecutionEnvironment.from_<name>`` methods build them from the registry."""

@@ -97,8 +97,9 @@ class EpochRun:
             path = f"{master.folder.checkpoints}/chk-{latest.checkpoint_id}"
             restore = prepare_restore(path, self.uids, master.config.max_parallelism)
             return restore, dict(latest.sources), next_id
-        for sink in master.sinks.values():  # a new run: the output modes decide
-            sink.prepare_output(master.coordinator.commit_context(run_id, next_id))
+        context = master.coordinator.commit_context(run_id, next_id)
+        for name, sink in master.sinks.items():  # a new run: the output modes decide
+            sink.prepare_output(context.for_sink(name))
         pending = latest is not None and not latest.final and not latest.committed
         master.abort_uncommitted(run_id, latest.committables if pending and latest else {})
         return None, {}, next_id

@@ -190,8 +190,9 @@ class JobMaster(JobResults):
             if savepoint_dir
             else None
         )
-        for sink in self.sinks.values():  # refuse before anything is recorded or written
-            sink.prepare_output(self.coordinator.commit_context(run_id, checkpoint_id))
+        context = self.coordinator.commit_context(run_id, checkpoint_id)
+        for name, sink in self.sinks.items():  # refuse before anything is recorded or written
+            sink.prepare_output(context.for_sink(name))
         self.folder.record_running(run_id)
         pending = latest is not None and not latest.final and not latest.committed
         self.abort_uncommitted(run_id, latest.committables if pending and latest else {})
@@ -349,4 +350,4 @@ class JobMaster(JobResults):
         """Have every sink drop what this job left that ``keep`` does not reference."""
         context = self.coordinator.commit_context(run_id, 0)
         for name, sink in self.sinks.items():
-            sink.abort_uncommitted(context, keep.get(name, []))
+            sink.abort_uncommitted(context.for_sink(name), keep.get(name, []))

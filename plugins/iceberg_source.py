@@ -1,0 +1,1 @@
+"""Placeholder: filled by its issue-21 branch."""
