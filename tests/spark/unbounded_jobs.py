@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor, WatermarkStrategy
+from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.job.client import JobClient
 from flintlock.sinks.files import FileSink
@@ -78,14 +79,19 @@ def build(
     plugins: list[Any] = (),
     end: int | None = None,
     per_epoch: int = 300,
-    sink: FileSink | None = None,
+    sink: TwoPhaseCommitSink | None = None,
     function: KeyedProcessFunction | None = None,
+    parallelism: int = 2,
     **options: Any,
 ) -> StreamExecutionEnvironment:
     """The job: ``per_epoch`` ids per epoch (up to ``end``), summed per ``id % KEYS``;
     ``options`` go to the environment (``lease_seconds``, ``retained_checkpoints``)."""
     env = StreamExecutionEnvironment(
-        parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk", plugins=list(plugins), **options
+        parallelism=parallelism,
+        spark=spark,
+        checkpoint_dir=f"{base}/chk",
+        plugins=list(plugins),
+        **options,
     )
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     stream = env.from_sequence(end=end, rows_per_epoch=per_epoch, watermark_strategy=strategy)
