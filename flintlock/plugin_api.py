@@ -12,6 +12,8 @@ releases, these names stay. CONTRIBUTING.md walks through each kind of plugin.
 - state backends: ``StateBackend`` / ``KeyedStateBackend``, the table-backed base, the
   checkpoint storage snapshots are written to, key groups (key -> key group -> subtask);
 - sinks: ``TwoPhaseCommitSink`` and the contexts its writer and committer get;
+- sources: ``Source`` and its ``SourceReader``; ``UnboundedSource``, whose driver-side
+  ``plan_epoch`` returns ``EpochSplits`` (registered with ``flintlock_register_sources``);
 - identity and errors: ``TaskInfo``, ``ExecutionState`` and every error a plugin raises
   or catches.
 """
@@ -70,6 +72,8 @@ from flintlock.core.runtime.operator import (
 from flintlock.core.runtime.output import Output
 from flintlock.core.runtime.task import StreamTask
 from flintlock.core.runtime.timers import TimeDomain
+from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
+from flintlock.core.sources.source import Source, SourceEpoch, SourceReader
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
 from flintlock.core.state.table_backend import Chunk, StateError, TableKeyedStateBackend
 from flintlock.core.task_info import TaskInfo
@@ -94,6 +98,7 @@ __all__ = [
     "DataEvent",
     "EmitAfterFinishError",
     "EndOfInputEvent",
+    "EpochSplits",
     "EventTimeError",
     "ExecutionState",
     "FlintlockError",
@@ -115,6 +120,9 @@ __all__ = [
     "SinkFunction",
     "SinkOutputError",
     "SinkWriterContext",
+    "Source",
+    "SourceEpoch",
+    "SourceReader",
     "SourceStreamTask",
     "StateBackend",
     "StateError",
@@ -128,6 +136,7 @@ __all__ = [
     "TwoInputStreamTask",
     "TwoPhaseCommitSink",
     "UdfOperatorMixin",
+    "UnboundedSource",
     "Watermark",
     "WatermarkEvent",
     "WatermarkStatusEvent",
