@@ -533,7 +533,10 @@ class Chain:
             self.note(f"REFUSED {request.plan['id']} {text}")
             refused = time.monotonic() - started < REFUSED_WITHIN
             expired = "its driver is gone" in text  # the run it was sent to was killed
-            if (refused or expired or "InjectedFault" in text) and len(request.tries) < 5:
+            if "(recorded FINISHED" in text:  # sent again, but the job ended first
+                request.tries.append(text)
+                request.state = "planned"
+            elif (refused or expired or "InjectedFault" in text) and len(request.tries) < 5:
                 request.tries.append(text)
                 request.state = "planned"  # sent again after the next epoch
             else:
