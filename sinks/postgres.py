@@ -96,6 +96,7 @@ class PostgresSink(TwoPhaseCommitSink):
                 raise SinkOutputError(f"PostgresSink: key columns {missing} are not in {schema}")
             for field in schema:
                 pgsql.pg_type(field.type, field.name)
+        pgsql.require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
         self.conninfo = conninfo
         self.table = table
         self.write_mode = write

@@ -19,8 +19,20 @@ import pyarrow.csv as pacsv
 from flintlock.plugin_api import PluginError, SinkOutputError
 from flintlock.sinks.optional import require
 
-psycopg = require("psycopg", "postgres", "PostgresSink")
-from psycopg import sql  # noqa: E402 - after the clear "install the extra" error
+
+class _Imported:
+    """A module imported at its first use, through ``require``: flintlock loads every
+    plugin at start, and this one must load without the ``postgres`` extra installed."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(require(self.module, "postgres", "PostgresSink"), name)
+
+
+psycopg: Any = _Imported("psycopg")
+sql: Any = _Imported("psycopg.sql")
 
 GID_PREFIX = "flintlock"
 """Every prepared transaction of a PostgresSink is named ``flintlock:<job>:<sink>:...``."""

@@ -4,6 +4,7 @@ prepared transaction of the job is left behind."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from flintlock.plugin_api import SinkOutputError
 from flintlock.sinks.postgres import PostgresSink
 
 pytestmark = pytest.mark.slow
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def read_back(conninfo: str, table: str) -> list[dict[str, Any]]:
@@ -73,3 +75,17 @@ def test_a_server_without_prepared_transactions_is_refused_before_spark_runs(
     assert "the server must allow prepared transactions (max_prepared_transactions > 0)" in message
     assert "job 'bounded'" in message
     assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs_before
+
+
+def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:
+    # fenced "python postgres": tests/test_docs.py runs the blocks that need no server
+    (block,) = re.findall(r"^```python postgres\n(.*?)^```", README.read_text(), re.S | re.M)
+    namespace: dict[str, Any] = {"__name__": "readme_postgres", "conninfo": pg_conninfo}
+    exec(compile(block, "README.md PostgreSQL block", "exec"), namespace)
+    with psycopg.connect(pg_conninfo) as connection:
+        orders = connection.execute("SELECT order_id, customer, amount FROM orders").fetchall()
+        last = dict(connection.execute("SELECT customer, amount FROM last_order").fetchall())
+    expected = {row["order_id"]: (row["customer"], row["amount"]) for row in namespace["orders"]}
+    assert sorted(orders) == sorted((i, *value) for i, value in expected.items())
+    assert last == {customer: amount for customer, amount in namespace["sales"]}  # the last
+    assert prepared_transactions(pg_conninfo) == []
