@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from job_scripts import run_script
 from psycopg.rows import dict_row
 from sink_scenarios import (
     bounded_job,
@@ -89,3 +90,13 @@ def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:
     assert sorted(orders) == sorted((i, *value) for i, value in expected.items())
     assert last == {customer: amount for customer, amount in namespace["sales"]}  # the last
     assert prepared_transactions(pg_conninfo) == []
+
+
+def test_a_retried_attempt_neither_waits_on_nor_duplicates_a_dead_attempts_rows(
+    tmp_path: Path, pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLINTLOCK_TEST_POSTGRES", pg_conninfo)
+    result = run_script(Path(__file__).with_name("postgres_retry_job.py"), tmp_path)
+    assert result["markers"] == ["sink-died-after-prepare"]  # the first attempt did die
+    assert result["v"] == list(range(3000))  # every row once
+    assert result["prepared"] == []
