@@ -180,8 +180,7 @@ class PostgresSink(TwoPhaseCommitSink):
     def pre_commit(self, transaction: _Transaction) -> list[Any]:
         connection, task = transaction.connection, transaction.context.task
         if transaction.rows == 0:  # nothing to commit: no prepared transaction either
-            connection.rollback()
-            connection.close()
+            connection.close()  # rolls the open transaction back
             return []
         try:
             if transaction.stage is not None:
@@ -218,7 +217,8 @@ class PostgresSink(TwoPhaseCommitSink):
             return
         with pgsql.connect(self.conninfo, True, self._writer_who(transaction)) as fresh:
             for xid in pgsql.prepared(fresh, transaction.gid):
-                fresh.tpc_rollback(xid)
+                if xid.gtrid == transaction.gid:  # not a later attempt's id it prefixes
+                    fresh.tpc_rollback(xid)
 
     def _failed(self, transaction: _Transaction, step: str, error: Exception) -> Exception:
         hint = ""

@@ -155,6 +155,29 @@ def test_a_start_commits_the_prepared_transactions_of_a_completed_checkpoint(
     assert unfinished[0]["gid"] not in str(query(pg_conninfo, "SELECT gid FROM flintlock_commits"))
 
 
+def test_an_empty_transaction_prepares_nothing_and_abort_drops_exactly_its_own(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    assert write(sink, storage, 1, []) == []
+    assert write(sink, storage, 1, [ids(0, 0)], subtask=1) == []  # a batch without rows
+    assert prepared(pg_conninfo) == []
+    task = TaskInfo("sink", "one-input", 0, 4, attempt_id=1, run_id="run1", job_id=JOB)
+    first = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 1)
+    sink.write(first, ids(5, 1))
+    sink.pre_commit(first)
+    later = write(sink, storage, 1, [ids(0, 1)], attempt=10)  # rolls back attempt 1 first
+    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    sink.abort(first)  # attempt 1's id is a prefix of attempt 10's: that one stays
+    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    sink.abort_uncommitted(committer(storage, 0), [])
+    other = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 2)
+    sink.write(other, ids(6, 1))
+    sink.abort(other)  # an open transaction: rolled back with its connection
+    assert prepared(pg_conninfo) == []
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]
+
+
 def test_other_jobs_transactions_are_left_alone(
     pg_conninfo: str, storage: CheckpointStorage
 ) -> None:
