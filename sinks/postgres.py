@@ -15,7 +15,8 @@ transactions (``max_prepared_transactions > 0``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,18 +132,18 @@ class PostgresSink(TwoPhaseCommitSink):
     def write(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        if transaction.schema is None:
-            self._start_writing(transaction, batch.schema)
-        elif batch.schema != transaction.schema:
+        if transaction.schema is not None and batch.schema != transaction.schema:
             raise SinkOutputError(
                 f"{self._writer_who(transaction)}: batch schema {batch.schema} differs from "
                 f"the transaction's {transaction.schema}"
             )
-        target = transaction.stage or self.table
-        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-            pgsql.table_name(target), sql.SQL(", ").join(map(sql.Identifier, batch.schema.names))
-        )
         try:
+            if transaction.schema is None:
+                self._start_writing(transaction, batch.schema)
+            statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+                pgsql.table_name(transaction.stage or self.table),
+                sql.SQL(", ").join(map(sql.Identifier, batch.schema.names)),
+            )
             with transaction.connection.cursor().copy(statement) as copy:
                 copy.write(pgsql.csv_of(batch))
         except psycopg.Error as error:
@@ -247,16 +248,25 @@ class PostgresSink(TwoPhaseCommitSink):
 
     # ---- committer side (driver) ----
 
-    def _connect(self, context: CommitContext, check_table: bool = False) -> Any:
-        """The driver's connection, the server checked, the bookkeeping table made (and
-        with ``check_table`` and a ``schema``, the table made or checked)."""
+    @contextmanager
+    def _connect(self, context: CommitContext, check_table: bool = False) -> Iterator[Any]:
+        """The driver's connection, the server checked, the bookkeeping table made (with
+        ``check_table`` and a ``schema``, the table too); a database error names them."""
         who = self._who(context.sink_uid, context.job_name, context.checkpoint_id)
-        connection = pgsql.connect(self.conninfo, True, who)
-        pgsql.require_prepared_transactions(connection, who)
-        pgsql.ensure_markers_table(connection, self.markers_table)
-        if check_table and self.schema is not None:
-            pgsql.create_or_check_table(connection, self.table, self.schema, self.key_columns, who)
-        return connection
+        with pgsql.connect(self.conninfo, True, who) as connection:
+            try:
+                pgsql.require_prepared_transactions(connection, who)
+                pgsql.ensure_markers_table(connection, self.markers_table)
+                if check_table and self.schema is not None:
+                    pgsql.create_or_check_table(
+                        connection, self.table, self.schema, self.key_columns, who
+                    )
+                yield connection
+            except psycopg.Error as error:
+                raise SinkOutputError(
+                    f"{who}: {type(error).__name__}: {str(error).strip()} (server "
+                    f"'{pgsql.redacted(self.conninfo)}', bookkeeping table {self.markers_table})"
+                ) from error
 
     def prepare_output(self, context: CommitContext) -> None:
         """Check the server and the table; mode='error' refuses a table holding rows,

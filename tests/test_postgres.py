@@ -324,3 +324,16 @@ def test_an_unreachable_server_is_named_without_its_password(storage: Checkpoint
     message = str(refused.value)
     assert "cannot connect to PostgreSQL" in message and "127.0.0.1" in message
     assert "s3cret" not in message and "job 'pg-job'" in message
+
+
+def test_a_database_error_on_the_driver_names_the_sink(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", markers_table="missing_schema.commits")
+    with pytest.raises(SinkOutputError) as refused:
+        sink.abort_uncommitted(committer(storage, 0), [])
+    message = str(refused.value)
+    assert "PostgresSink 'out' of job 'pg-job' (table events)" in message
+    assert (
+        'schema "missing_schema" does not exist' in message and "missing_schema.commits" in message
+    )
