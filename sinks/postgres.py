@@ -157,9 +157,15 @@ class PostgresSink(TwoPhaseCommitSink):
             raise SinkOutputError(
                 f"{who}: the rows' schema {schema} is not the sink's {self.schema}"
             )
-        with pgsql.connect(self.conninfo, True, who) as side:
-            pgsql.ensure_markers_table(side, self.markers_table)
-            pgsql.create_or_check_table(side, self.table, schema, self.key_columns, who)
+        connection = transaction.connection
+        if pgsql.columns_of(connection, self.markers_table) and pgsql.columns_of(
+            connection, self.table
+        ):
+            pgsql.check_table(connection, self.table, schema, self.key_columns, who)
+        else:  # created outside the transaction, which would hold the catalog till commit
+            with pgsql.connect(self.conninfo, True, who) as side:
+                pgsql.ensure_markers_table(side, self.markers_table)
+                pgsql.create_or_check_table(side, self.table, schema, self.key_columns, who)
         transaction.schema = schema
         if self.write_mode == "upsert":
             owner, _ = pgsql.table_parts(self.table)
@@ -304,6 +310,14 @@ class PostgresSink(TwoPhaseCommitSink):
             for committable in committables:
                 if committable["gid"] in prepared:
                     connection.tpc_commit(prepared[committable["gid"]])
+            # commits run in checkpoint order: the earlier checkpoints' rows are done with
+            connection.execute(
+                sql.SQL(
+                    "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND checkpoint_id < %s "
+                    "AND subtask >= 0"
+                ).format(pgsql.table_name(self.markers_table)),
+                [context.job_id or "local", context.sink_uid, context.checkpoint_id],
+            )
 
     def _check_committed(
         self, connection: Any, context: CommitContext, committables: list[Any], gids: set[str]
@@ -347,19 +361,6 @@ class PostgresSink(TwoPhaseCommitSink):
             ).fetchone()
             if claimed is not None:
                 connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
-
-    def post_commit(self, context: CommitContext, committables: list[Any]) -> None:
-        """Forget the bookkeeping rows of earlier checkpoints: their commits are done."""
-        with pgsql.connect(
-            self.conninfo, True, self._who(context.sink_uid, context.job_name, 0)
-        ) as c:
-            c.execute(
-                sql.SQL(
-                    "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND checkpoint_id < %s "
-                    "AND subtask >= 0"
-                ).format(pgsql.table_name(self.markers_table)),
-                [context.job_id or "local", context.sink_uid, context.checkpoint_id],
-            )
 
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """At every start: commit this job's prepared transactions that a completed

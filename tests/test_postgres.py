@@ -96,8 +96,7 @@ def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
     assert sorted(markers) == [(1, 0, 5), (1, 1, 4)]
 
     later = write(sink, storage, 2, [ids(200, 1)])
-    sink.commit(committer(storage, 2), later)
-    sink.post_commit(committer(storage, 2), later)  # checkpoint 1's bookkeeping is done
+    sink.commit(committer(storage, 2), later)  # forgets checkpoint 1's bookkeeping: done
     markers = query(pg_conninfo, "SELECT checkpoint_id, subtask FROM flintlock_commits")
     assert markers == [(2, 0)]
     assert query(pg_conninfo, "SELECT count(*) FROM events") == [(10,)]
