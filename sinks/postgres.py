@@ -8,7 +8,9 @@ record of a committed prepared transaction, so each one also writes its row in a
 bookkeeping table (``flintlock_commits``): at a repeated commit, an id that is no longer
 prepared but has its row was committed; one with neither is lost data, an error. Every
 start commits this job's prepared transactions of completed checkpoints and rolls back
-the rest, so no failed attempt holds locks for ever. The server must allow prepared
+the rest, and a retried task attempt first rolls back what an earlier attempt of its
+subtask prepared for the same checkpoint, so no failed attempt holds locks for ever (Spark's
+speculative execution, off by default, must stay off). The server must allow prepared
 transactions (``max_prepared_transactions > 0``).
 """
 
