@@ -325,17 +325,18 @@ class PostgresSink(TwoPhaseCommitSink):
         self, connection: Any, context: CommitContext, committables: list[Any], gids: set[str]
     ) -> None:
         """Committables no longer prepared: each must have its bookkeeping row."""
-        rows = dict(
-            connection.execute(
-                sql.SQL("SELECT gid, row_count FROM {} WHERE gid = ANY(%s)").format(
+        marked = {
+            gid
+            for (gid,) in connection.execute(
+                sql.SQL("SELECT gid FROM {} WHERE gid = ANY(%s)").format(
                     pgsql.table_name(self.markers_table)
                 ),
                 [sorted(gids)],
-            ).fetchall()
-        )
+            )
+        }
         for committable in committables:
             gid = committable["gid"]
-            if gid in gids and rows.get(gid) != committable["rows"]:
+            if gid in gids and gid not in marked:
                 raise CommittableError(
                     f"the prepared transaction {gid} of subtask {committable['subtask']} "
                     f"({committable['rows']} rows for table {self.table}) is gone and was never "

@@ -312,6 +312,8 @@ def test_a_server_without_prepared_transactions_is_refused_at_the_start(
         with pytest.raises(SinkOutputError) as refused:
             start(committer(storage, 1))
         assert NO_2PC in str(refused.value)
+    with pytest.raises(SinkOutputError, match="raise max_prepared_transactions to at least"):
+        write(sink, storage, 1, [ids(0, 1)])  # a writer that got there anyway: PREPARE fails
 
 
 def test_an_unreachable_server_is_named_without_its_password(storage: CheckpointStorage) -> None:
