@@ -63,7 +63,7 @@ class PostgresSink(TwoPhaseCommitSink):
     shared output that runs and other writers add to, and the bookkeeping table already
     keeps each row once across retries and restarts), ``"error"`` refuses a new run when
     the table holds rows, ``"overwrite"`` (insert only) deletes the table's rows when the
-    run's first checkpoint commits.
+    run's first checkpoint commits (just before it: a reader may see the table empty).
     """
 
     name = "postgres"
