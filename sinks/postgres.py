@@ -1,1 +1,384 @@
-"""Placeholder: filled by its issue-21 branch."""
+"""PostgresSink: rows written exactly once into a PostgreSQL table by real two-phase commit.
+
+Each subtask writes a checkpoint's rows in one database transaction (COPY of pyarrow's CSV,
+per batch), prepared in ``pre_commit`` (PREPARE TRANSACTION) under the id
+``flintlock:<job id>:<sink>:<checkpoint>:<subtask>:<run id>:<attempt id>``; the committer
+on the driver runs COMMIT PREPARED for a completed checkpoint's ids. PostgreSQL keeps no
+record of a committed prepared transaction, so each one also writes its row in a
+bookkeeping table (``flintlock_commits``): at a repeated commit, an id that is no longer
+prepared but has its row was committed; one with neither is lost data, an error. Every
+start commits this job's prepared transactions of completed checkpoints and rolls back
+the rest, and a retried task attempt first rolls back what an earlier attempt of its
+subtask prepared for the same checkpoint, so no failed attempt holds locks for ever (Spark's
+speculative execution, off by default, must stay off). The server must allow prepared
+transactions (``max_prepared_transactions > 0``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock.plugin_api import (
+    CommitContext,
+    CommittableError,
+    SinkOutputError,
+    SinkWriterContext,
+    TwoPhaseCommitSink,
+    hookimpl,
+)
+from flintlock.sinks import postgres_sql as pgsql
+from flintlock.sinks.postgres_sql import psycopg, sql
+
+WRITES = ("insert", "upsert")
+MODES = ("error", "append", "overwrite")
+
+
+@dataclass
+class _Transaction:
+    connection: Any
+    gid: str
+    context: SinkWriterContext
+    checkpoint_id: int
+    schema: pa.Schema | None = None
+    stage: str | None = None
+    rows: int = 0
+
+
+class PostgresSink(TwoPhaseCommitSink):
+    """Writes a stream's rows into the PostgreSQL table ``table`` (``"schema.table"``
+    allowed; names are taken literally) of the server ``conninfo`` (libpq key=value or URI).
+
+    ``write="insert"`` adds every row; ``write="upsert"`` inserts or updates by
+    ``key_columns`` (per key, the row written last in a checkpoint wins; route each key to
+    one subtask, e.g. ``key_by`` the key columns, or two subtasks wait on each other's row
+    lock until ``lock_timeout``). A missing table is created from the rows' Arrow schema
+    (keys as primary key), an existing one checked against it; ``schema`` makes the driver
+    do that before Spark starts. ``mode``: ``"append"`` (default: a table is long-lived,
+    shared output that runs and other writers add to, and the bookkeeping table already
+    keeps each row once across retries and restarts), ``"error"`` refuses a new run when
+    the table holds rows, ``"overwrite"`` (insert only) deletes the table's rows when the
+    run's first checkpoint commits (just before it: a reader may see the table empty).
+    """
+
+    name = "postgres"
+
+    def __init__(
+        self,
+        conninfo: str,
+        table: str,
+        *,
+        write: str = "insert",
+        key_columns: Sequence[str] = (),
+        mode: str = "append",
+        schema: pa.Schema | None = None,
+        markers_table: str = "flintlock_commits",
+        lock_timeout: str = "60s",
+    ) -> None:
+        if write not in WRITES:
+            raise SinkOutputError(f"PostgresSink write={write!r} is not one of {WRITES}")
+        if mode not in MODES:
+            raise SinkOutputError(f"PostgresSink mode={mode!r} is not one of {MODES}")
+        if (write == "upsert") != bool(key_columns):
+            raise SinkOutputError(
+                "PostgresSink: write='upsert' needs key_columns, and only upsert takes them"
+            )
+        if write == "upsert" and mode == "overwrite":
+            raise SinkOutputError(
+                "PostgresSink: mode='overwrite' works with write='insert' only (an upsert "
+                "already replaces rows by key)"
+            )
+        if schema is not None:
+            missing = [key for key in key_columns if key not in schema.names]
+            if missing:
+                raise SinkOutputError(f"PostgresSink: key columns {missing} are not in {schema}")
+            for field in schema:
+                pgsql.pg_type(field.type, field.name)
+        pgsql.require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
+        self.conninfo = conninfo
+        self.table = table
+        self.write_mode = write
+        self.key_columns = list(key_columns)
+        self.mode = mode
+        self.schema = schema
+        self.markers_table = markers_table
+        self.lock_timeout = lock_timeout
+
+    # ---- writer side (tasks) ----
+
+    def begin_transaction(self, context: SinkWriterContext, checkpoint_id: int) -> _Transaction:
+        task = context.task
+        gid = pgsql.make_gid(
+            task.job_id, context.sink_uid, checkpoint_id, task.subtask_index, task.run_id,
+            task.attempt_id,
+        )  # fmt: skip
+        who = self._who(context.sink_uid, task.job_name, checkpoint_id, gid)
+        connection = pgsql.connect(self.conninfo, True, who)
+        # an earlier attempt of this subtask that failed after PREPARE would hold its locks
+        same = f"{pgsql.gid_prefix(task.job_id, context.sink_uid)}{checkpoint_id}:"
+        same += f"{task.subtask_index}:"
+        for xid in pgsql.prepared(connection, same):
+            connection.tpc_rollback(xid)
+        connection.autocommit = False
+        connection.tpc_begin(gid)
+        connection.execute(
+            sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
+        )
+        return _Transaction(connection, gid, context, checkpoint_id)
+
+    def write(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if transaction.schema is not None and batch.schema != transaction.schema:
+            raise SinkOutputError(
+                f"{self._writer_who(transaction)}: batch schema {batch.schema} differs from "
+                f"the transaction's {transaction.schema}"
+            )
+        try:
+            if transaction.schema is None:
+                self._start_writing(transaction, batch.schema)
+            statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+                pgsql.table_name(transaction.stage or self.table),
+                sql.SQL(", ").join(map(sql.Identifier, batch.schema.names)),
+            )
+            with transaction.connection.cursor().copy(statement) as copy:
+                copy.write(pgsql.csv_of(batch))
+        except psycopg.Error as error:
+            raise self._failed(transaction, "COPY", error) from error
+        transaction.rows += batch.num_rows
+
+    def _start_writing(self, transaction: _Transaction, schema: pa.Schema) -> None:
+        """At the first rows: the table made or checked; upsert's stage table made."""
+        who = self._writer_who(transaction)
+        if self.schema is not None and schema != self.schema:
+            raise SinkOutputError(
+                f"{who}: the rows' schema {schema} is not the sink's {self.schema}"
+            )
+        connection = transaction.connection
+        if pgsql.columns_of(connection, self.markers_table) and pgsql.columns_of(
+            connection, self.table
+        ):
+            pgsql.check_table(connection, self.table, schema, self.key_columns, who)
+        else:  # created outside the transaction, which would hold the catalog till commit
+            with pgsql.connect(self.conninfo, True, who) as side:
+                pgsql.ensure_markers_table(side, self.markers_table)
+                pgsql.create_or_check_table(side, self.table, schema, self.key_columns, who)
+        transaction.schema = schema
+        if self.write_mode == "upsert":
+            owner, _ = pgsql.table_parts(self.table)
+            name = pgsql.STAGE_PREFIX + hashlib.sha1(transaction.gid.encode()).hexdigest()[:20]
+            transaction.stage = f"{owner}.{name}" if owner else name
+            stage = pgsql.table_name(transaction.stage)
+            names = sql.SQL(", ").join(map(sql.Identifier, schema.names))
+            transaction.connection.execute(
+                sql.SQL("CREATE UNLOGGED TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
+                    stage, names, pgsql.table_name(self.table)
+                )
+            )
+            transaction.connection.execute(
+                sql.SQL(
+                    "ALTER TABLE {} ADD COLUMN _flintlock_seq bigint GENERATED ALWAYS AS IDENTITY"
+                ).format(stage)
+            )
+
+    def pre_commit(self, transaction: _Transaction) -> list[Any]:
+        connection, task = transaction.connection, transaction.context.task
+        if transaction.rows == 0:  # nothing to commit: no prepared transaction either
+            connection.close()  # rolls the open transaction back
+            return []
+        try:
+            if transaction.stage is not None:
+                connection.execute(
+                    pgsql.upsert_statement(
+                        self.table, transaction.stage, transaction.schema.names, self.key_columns
+                    )
+                )
+                connection.execute(
+                    sql.SQL("DROP TABLE {}").format(pgsql.table_name(transaction.stage))
+                )
+            pgsql.insert_marker(
+                connection, self.markers_table, task.job_id, transaction.context.sink_uid,
+                transaction.checkpoint_id, task.subtask_index, task.run_id, task.attempt_id,
+                transaction.gid, transaction.rows,
+            )  # fmt: skip
+            connection.tpc_prepare()
+        except psycopg.Error as error:
+            raise self._failed(transaction, "PREPARE TRANSACTION", error) from error
+        connection.close()  # a prepared transaction lives on without its connection
+        return [
+            {
+                "gid": transaction.gid,
+                "subtask": task.subtask_index,
+                "attempt": task.attempt_id,
+                "rows": transaction.rows,
+            }
+        ]
+
+    def abort(self, transaction: _Transaction) -> None:
+        connection = transaction.connection
+        if not connection.closed:
+            connection.close()  # an open transaction is rolled back with its connection
+            return
+        with pgsql.connect(self.conninfo, True, self._writer_who(transaction)) as fresh:
+            for xid in pgsql.prepared(fresh, transaction.gid):
+                if xid.gtrid == transaction.gid:  # not a later attempt's id it prefixes
+                    fresh.tpc_rollback(xid)
+
+    def _failed(self, transaction: _Transaction, step: str, error: Exception) -> Exception:
+        hint = ""
+        if "prepared transactions" in str(error):
+            hint = ": raise max_prepared_transactions to at least the sink's parallelism"
+        elif isinstance(error, psycopg.errors.LockNotAvailable):
+            hint = (
+                f": another transaction held a lock for lock_timeout={self.lock_timeout} — "
+                f"another subtask's prepared transaction writing the same key? Route each "
+                f"key to one subtask (key_by the key columns)"
+            )
+        return SinkOutputError(
+            f"{self._writer_who(transaction)}: {step} failed: {str(error).strip()}{hint}"
+        )
+
+    def _writer_who(self, transaction: _Transaction) -> str:
+        context = transaction.context
+        return self._who(
+            context.sink_uid, context.task.job_name, transaction.checkpoint_id, transaction.gid
+        )
+
+    def _who(self, sink_uid: str, job_name: str, checkpoint_id: int, gid: str = "") -> str:
+        described = f"PostgresSink '{sink_uid}' of job '{job_name}' (table {self.table}"
+        described += f", checkpoint {checkpoint_id}" if checkpoint_id else ""
+        return described + (f", transaction {gid})" if gid else ")")
+
+    # ---- committer side (driver) ----
+
+    @contextmanager
+    def _connect(self, context: CommitContext, check_table: bool = False) -> Iterator[Any]:
+        """The driver's connection, the server checked, the bookkeeping table made (with
+        ``check_table`` and a ``schema``, the table too); a database error names them."""
+        who = self._who(context.sink_uid, context.job_name, context.checkpoint_id)
+        with pgsql.connect(self.conninfo, True, who) as connection:
+            try:
+                pgsql.require_prepared_transactions(connection, who)
+                pgsql.ensure_markers_table(connection, self.markers_table)
+                if check_table and self.schema is not None:
+                    pgsql.create_or_check_table(
+                        connection, self.table, self.schema, self.key_columns, who
+                    )
+                yield connection
+            except psycopg.Error as error:
+                raise SinkOutputError(
+                    f"{who}: {type(error).__name__}: {str(error).strip()} (server "
+                    f"'{pgsql.redacted(self.conninfo)}', bookkeeping table {self.markers_table})"
+                ) from error
+
+    def prepare_output(self, context: CommitContext) -> None:
+        """Check the server and the table; mode='error' refuses a table holding rows,
+        mode='overwrite' books the deletion of its rows at this run's first commit."""
+        with self._connect(context, check_table=True) as connection:
+            if self.mode == "error" and pgsql.columns_of(connection, self.table):
+                query = sql.SQL("SELECT EXISTS (SELECT FROM {})").format(
+                    pgsql.table_name(self.table)
+                )
+                if connection.execute(query).fetchone()[0]:
+                    raise SinkOutputError(
+                        f"the table {self.table} at '{pgsql.redacted(self.conninfo)}' already "
+                        f"holds rows: job '{context.job_name}' will not write there with "
+                        f"mode='error'. Use PostgresSink(..., mode='append') to add to it, "
+                        f"mode='overwrite' to replace its rows, or another table"
+                    )
+            if self.mode == "overwrite":
+                pgsql.insert_marker(
+                    connection, self.markers_table, context.job_id, context.sink_uid,
+                    context.checkpoint_id, -1, context.run_id, 0, self._overwrite_gid(context), 0,
+                )  # fmt: skip
+
+    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+        """COMMIT PREPARED each transaction; one already committed has its bookkeeping row."""
+        if not committables and self.mode != "overwrite":
+            return
+        with self._connect(context) as connection:
+            prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
+            prepared = {xid.gtrid: xid for xid in pgsql.prepared(connection, prefix)}
+            done = {c["gid"] for c in committables} - set(prepared)
+            if done:  # check everything before committing anything
+                self._check_committed(connection, context, committables, done)
+            if self.mode == "overwrite":
+                self._overwrite_once(connection, context)
+            for committable in committables:
+                if committable["gid"] in prepared:
+                    connection.tpc_commit(prepared[committable["gid"]])
+            # commits run in checkpoint order: the earlier checkpoints' rows are done with
+            connection.execute(
+                sql.SQL(
+                    "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND checkpoint_id < %s "
+                    "AND subtask >= 0"
+                ).format(pgsql.table_name(self.markers_table)),
+                [context.job_id or "local", context.sink_uid, context.checkpoint_id],
+            )
+
+    def _check_committed(
+        self, connection: Any, context: CommitContext, committables: list[Any], gids: set[str]
+    ) -> None:
+        """Committables no longer prepared: each must have its bookkeeping row."""
+        marked = {
+            gid
+            for (gid,) in connection.execute(
+                sql.SQL("SELECT gid FROM {} WHERE gid = ANY(%s)").format(
+                    pgsql.table_name(self.markers_table)
+                ),
+                [sorted(gids)],
+            )
+        }
+        for committable in committables:
+            gid = committable["gid"]
+            if gid in gids and gid not in marked:
+                raise CommittableError(
+                    f"the prepared transaction {gid} of subtask {committable['subtask']} "
+                    f"({committable['rows']} rows for table {self.table}) is gone and was never "
+                    f"committed (no row in {self.markers_table}): rolled back by hand or by "
+                    f"another program; its rows are lost for good. Checkpoint "
+                    f"{context.checkpoint_id} of job '{context.job_name}' cannot be committed "
+                    f"whole and starting again will not change that: run the job anew "
+                    f"(execute('{context.job_name}', new_run=True) or `flintlock run --new-run`)"
+                )
+
+    def _overwrite_gid(self, context: CommitContext) -> str:
+        return f"{pgsql.gid_prefix(context.job_id, context.sink_uid)}overwrite:{context.run_id}"
+
+    def _overwrite_once(self, connection: Any, context: CommitContext) -> None:
+        """mode='overwrite': at a new run's first commit, delete the rows it did not write —
+        once: its bookkeeping row (made by prepare_output) is marked done in the same
+        transaction, so a repeated commit, or a later run that only continues the job,
+        deletes nothing."""
+        with connection.transaction():
+            claimed = connection.execute(
+                sql.SQL(
+                    "UPDATE {} SET row_count = 1 WHERE gid = %s AND row_count = 0 RETURNING gid"
+                ).format(pgsql.table_name(self.markers_table)),
+                [self._overwrite_gid(context)],
+            ).fetchone()
+            if claimed is not None:
+                connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
+
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+        """At every start: commit this job's prepared transactions that a completed
+        checkpoint references (``keep``), roll back the others (failed attempts, epochs
+        that never completed), so none holds its locks for ever."""
+        kept = {committable["gid"] for committable in keep}
+        with self._connect(context, check_table=True) as connection:
+            prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
+            for xid in pgsql.prepared(connection, prefix):
+                if xid.gtrid in kept:
+                    connection.tpc_commit(xid)
+                else:
+                    connection.tpc_rollback(xid)
+
+
+@hookimpl
+def flintlock_register_sinks(register: Callable[[str, Any], None]) -> None:
+    register("postgres", PostgresSink)

@@ -11,6 +11,8 @@ from hook_tally import HOOKS_SEEN, PHASES_SEEN
 
 from flintlock.testing import LifecycleRecorder
 
+pytest_plugins = ["postgres_server"]  # a real PostgreSQL server, started when a test asks
+
 
 @pytest.fixture
 def make_recorder() -> Iterator[Callable[[], LifecycleRecorder]]:

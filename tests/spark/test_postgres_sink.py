@@ -1,0 +1,102 @@
+"""PostgresSink through the scenarios every exactly-once sink passes (sink_scenarios.py),
+against a real PostgreSQL server; read back with psycopg, and after each scenario no
+prepared transaction of the job is left behind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from job_scripts import run_script
+from psycopg.rows import dict_row
+from sink_scenarios import (
+    bounded_job,
+    check_exactly_once,
+    one_pass,
+    stop_resume_at_another_parallelism_and_drain,
+)
+
+from flintlock.plugin_api import SinkOutputError
+from flintlock.sinks.postgres import PostgresSink
+
+pytestmark = pytest.mark.slow
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def read_back(conninfo: str, table: str) -> list[dict[str, Any]]:
+    with psycopg.connect(conninfo, row_factory=dict_row) as connection:
+        return connection.execute(f"SELECT k, id, total FROM {table}").fetchall()
+
+
+def prepared_transactions(conninfo: str) -> list[str]:
+    with psycopg.connect(conninfo) as connection:
+        return [gid for (gid,) in connection.execute("SELECT gid FROM pg_prepared_xacts")]
+
+
+def test_a_bounded_job_writes_every_row_once(spark: Any, tmp_path: Path, pg_conninfo: str) -> None:
+    bounded_job(spark, str(tmp_path), PostgresSink(pg_conninfo, "out"), rows=1000)
+    check_exactly_once(read_back(pg_conninfo, "out"), 1000, drained=True)
+    assert prepared_transactions(pg_conninfo) == []
+
+
+def test_stop_resume_at_another_parallelism_and_drain(
+    spark: Any, tmp_path: Path, pg_conninfo: str
+) -> None:
+    stop_resume_at_another_parallelism_and_drain(
+        spark,
+        str(tmp_path),
+        lambda: PostgresSink(pg_conninfo, "out"),
+        lambda: read_back(pg_conninfo, "out"),
+    )
+    assert prepared_transactions(pg_conninfo) == []
+
+
+def test_upsert_keeps_each_keys_last_row(spark: Any, tmp_path: Path, pg_conninfo: str) -> None:
+    sink = PostgresSink(pg_conninfo, "totals", write="upsert", key_columns=["k"])
+    bounded_job(spark, str(tmp_path), sink, rows=500)
+    rows = read_back(pg_conninfo, "totals")
+    # the last row of each key is its timer row (id -1) carrying the key's total
+    assert sorted((r["k"], r["id"], r["total"]) for r in rows) == [
+        (k, -1, total) for k, total in sorted(one_pass(list(range(500))).items())
+    ]
+    assert prepared_transactions(pg_conninfo) == []
+
+
+def test_a_server_without_prepared_transactions_is_refused_before_spark_runs(
+    spark: Any, tmp_path: Path, postgres_without_2pc: Any
+) -> None:
+    sink = PostgresSink(postgres_without_2pc.conninfo(), "out")
+    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    with pytest.raises(SinkOutputError) as refused:
+        bounded_job(spark, str(tmp_path), sink, rows=10)
+    message = str(refused.value)
+    assert "the server must allow prepared transactions (max_prepared_transactions > 0)" in message
+    assert "job 'bounded'" in message
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs_before
+
+
+def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:
+    # fenced "python postgres": tests/test_docs.py runs the blocks that need no server
+    (block,) = re.findall(r"^```python postgres\n(.*?)^```", README.read_text(), re.S | re.M)
+    namespace: dict[str, Any] = {"__name__": "readme_postgres", "conninfo": pg_conninfo}
+    exec(compile(block, "README.md PostgreSQL block", "exec"), namespace)
+    with psycopg.connect(pg_conninfo) as connection:
+        orders = connection.execute("SELECT order_id, customer, amount FROM orders").fetchall()
+        last = dict(connection.execute("SELECT customer, amount FROM last_order").fetchall())
+    expected = {row["order_id"]: (row["customer"], row["amount"]) for row in namespace["orders"]}
+    assert sorted(orders) == sorted((i, *value) for i, value in expected.items())
+    assert last == {customer: amount for customer, amount in namespace["sales"]}  # the last
+    assert prepared_transactions(pg_conninfo) == []
+
+
+def test_a_retried_attempt_neither_waits_on_nor_duplicates_a_dead_attempts_rows(
+    tmp_path: Path, pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLINTLOCK_TEST_POSTGRES", pg_conninfo)
+    result = run_script(Path(__file__).with_name("postgres_retry_job.py"), tmp_path)
+    assert result["markers"] == ["sink-died-after-prepare"]  # the first attempt did die
+    assert result["v"] == list(range(3000))  # every row once
+    assert result["prepared"] == []

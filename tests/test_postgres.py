@@ -1,0 +1,340 @@
+"""PostgresSink against a real PostgreSQL server (tests/postgres_server.py), no Spark: the
+writer and committer sides called as the task and the driver call them; read back with
+psycopg."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from flintlock.plugin_api import (
+    CheckpointStorage,
+    CommitContext,
+    CommittableError,
+    PluginError,
+    SinkOutputError,
+    SinkWriterContext,
+    TaskInfo,
+)
+from flintlock.sinks.postgres import PostgresSink
+
+JOB = "job0123456789abcdef"
+NO_2PC = "the server must allow prepared transactions (max_prepared_transactions > 0)"
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> CheckpointStorage:
+    import pyarrow.fs as pafs
+
+    return CheckpointStorage(pafs.LocalFileSystem(), str(tmp_path / "chk"))
+
+
+def committer(storage: CheckpointStorage, checkpoint: int, run: str = "run1") -> CommitContext:
+    return CommitContext("pg-job", run, checkpoint, storage, job_id=JOB, sink_uid="out")
+
+
+def write(
+    sink: PostgresSink,
+    storage: CheckpointStorage,
+    checkpoint: int,
+    batches: list[pa.RecordBatch],
+    subtask: int = 0,
+    attempt: int = 1,
+    run: str = "run1",
+) -> list[Any]:
+    """One subtask's transaction of ``checkpoint``, written and pre-committed."""
+    task = TaskInfo("sink", "one-input", subtask, 4, attempt_id=attempt, epoch=checkpoint,
+                    run_id=run, job_name="pg-job", job_id=JOB)  # fmt: skip
+    transaction = sink.begin_transaction(SinkWriterContext(task, storage, "out"), checkpoint)
+    for batch in batches:
+        sink.write(transaction, batch)
+    sink.finish(transaction)
+    return sink.pre_commit(transaction)
+
+
+def ids(first: int, count: int) -> pa.RecordBatch:
+    values = list(range(first, first + count))
+    return pa.record_batch({"id": values, "name": [f"n{v}" for v in values]})
+
+
+def query(conninfo: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(conninfo) as connection:
+        cursor = connection.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+def prepared(conninfo: str) -> list[str]:
+    return [row[0] for row in query(conninfo, "SELECT gid FROM pg_prepared_xacts")]
+
+
+def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "public.events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    committables = write(sink, storage, 1, [ids(0, 3), ids(3, 2)], subtask=0)
+    committables += write(sink, storage, 1, [ids(100, 4)], subtask=1)
+    assert [c["rows"] for c in committables] == [5, 4]
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # prepared, invisible
+    assert sorted(prepared(pg_conninfo)) == sorted(c["gid"] for c in committables)
+    assert all(c["gid"].startswith(f"flintlock:{JOB}:") for c in committables)
+
+    sink.commit(committer(storage, 1), committables)
+    sink.commit(committer(storage, 1), committables)  # a killed driver commits again
+    sink.abort_uncommitted(committer(storage, 0), committables)  # and starts again
+    rows = query(pg_conninfo, "SELECT id, name FROM events ORDER BY id")
+    assert rows == [(i, f"n{i}") for i in [0, 1, 2, 3, 4, 100, 101, 102, 103]]
+    assert prepared(pg_conninfo) == []
+    markers = query(pg_conninfo, "SELECT checkpoint_id, subtask, row_count FROM flintlock_commits")
+    assert sorted(markers) == [(1, 0, 5), (1, 1, 4)]
+
+    later = write(sink, storage, 2, [ids(200, 1)])
+    sink.commit(committer(storage, 2), later)  # forgets checkpoint 1's bookkeeping: done
+    markers = query(pg_conninfo, "SELECT checkpoint_id, subtask FROM flintlock_commits")
+    assert markers == [(2, 0)]
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(10,)]
+
+
+def test_a_prepared_transaction_gone_without_its_marker_is_lost_data(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    committables = write(sink, storage, 1, [ids(0, 3)]) + write(sink, storage, 1, [ids(3, 1)], 1)
+    with psycopg.connect(pg_conninfo, autocommit=True) as connection:
+        connection.execute(f"ROLLBACK PREPARED '{committables[1]['gid']}'")
+    with pytest.raises(CommittableError) as refused:
+        sink.commit(committer(storage, 1), committables)
+    message = str(refused.value)
+    assert committables[1]["gid"] in message and "lost" in message and "new_run=True" in message
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # nothing half-done
+    assert prepared(pg_conninfo) == [committables[0]["gid"]]
+
+
+def test_a_start_rolls_back_what_no_completed_checkpoint_references(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "kv", write="upsert", key_columns=["id"])
+    sink.abort_uncommitted(committer(storage, 0), [])
+    # an attempt prepared, then its task died: its transaction keeps row locks on ids 0..2
+    write(sink, storage, 1, [ids(0, 3)], attempt=7)
+    assert len(prepared(pg_conninfo)) == 1
+    # the retry of that subtask rolls it back first, else it would wait on those locks
+    retry = write(sink, storage, 1, [ids(0, 3)], attempt=8)
+    assert prepared(pg_conninfo) == [retry[0]["gid"]]
+    # the driver died before checkpoint 1 completed: the next start rolls back the rest
+    write(sink, storage, 1, [ids(10, 2)], subtask=1)
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), [])
+    assert prepared(pg_conninfo) == []
+    assert query(pg_conninfo, "SELECT count(*) FROM kv") == [(0,)]
+    with psycopg.connect(pg_conninfo) as connection:  # no lock is left on the keys
+        connection.execute("SET lock_timeout = '2s'")
+        connection.execute("INSERT INTO kv VALUES (0, 'free')")
+
+
+def test_a_start_commits_the_prepared_transactions_of_a_completed_checkpoint(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    done = write(sink, storage, 4, [ids(0, 2)])
+    unfinished = write(sink, storage, 5, [ids(2, 2)])  # the epoch after, never completed
+    assert len(prepared(pg_conninfo)) == 2
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), done)  # tpc_recover
+    assert prepared(pg_conninfo) == []
+    assert query(pg_conninfo, "SELECT id FROM events ORDER BY id") == [(0,), (1,)]
+    sink.commit(committer(storage, 4), done)  # the commit that follows finds it done
+    assert unfinished[0]["gid"] not in str(query(pg_conninfo, "SELECT gid FROM flintlock_commits"))
+
+
+def test_an_empty_transaction_prepares_nothing_and_abort_drops_exactly_its_own(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    assert write(sink, storage, 1, []) == []
+    assert write(sink, storage, 1, [ids(0, 0)], subtask=1) == []  # a batch without rows
+    assert prepared(pg_conninfo) == []
+    task = TaskInfo("sink", "one-input", 0, 4, attempt_id=1, run_id="run1", job_id=JOB)
+    first = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 1)
+    sink.write(first, ids(5, 1))
+    sink.pre_commit(first)
+    later = write(sink, storage, 1, [ids(0, 1)], attempt=10)  # rolls back attempt 1 first
+    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    sink.abort(first)  # attempt 1's id is a prefix of attempt 10's: that one stays
+    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    sink.abort_uncommitted(committer(storage, 0), [])
+    other = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 2)
+    sink.write(other, ids(6, 1))
+    sink.abort(other)  # an open transaction: rolled back with its connection
+    assert prepared(pg_conninfo) == []
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]
+
+
+def test_other_jobs_transactions_are_left_alone(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    mine = write(sink, storage, 1, [ids(0, 1)])
+    other = CommitContext("other", "r", 0, storage, job_id="another-job", sink_uid="out")
+    sink.abort_uncommitted(other, [])
+    sink.abort_uncommitted(CommitContext("pg-job", "r", 0, storage, job_id=JOB, sink_uid="x"), [])
+    assert prepared(pg_conninfo) == [mine[0]["gid"]]
+
+
+def test_upsert_keeps_the_last_row_per_key(pg_conninfo: str, storage: CheckpointStorage) -> None:
+    sink = PostgresSink(pg_conninfo, "s1.kv", write="upsert", key_columns=["k"])
+    query(pg_conninfo, "CREATE SCHEMA s1")
+    batches = [
+        pa.record_batch({"k": [1, 2, 1], "v": ["a", "b", "c"]}),
+        pa.record_batch({"k": [2, 3], "v": ["d", None]}),
+    ]
+    sink.commit(committer(storage, 1), write(sink, storage, 1, batches))
+    assert query(pg_conninfo, "SELECT k, v FROM s1.kv ORDER BY k") == [
+        (1, "c"),
+        (2, "d"),
+        (3, None),
+    ]
+    again = pa.record_batch({"k": [3, 4], "v": ["e", "f"]})
+    sink.commit(committer(storage, 2), write(sink, storage, 2, [again]))
+    assert query(pg_conninfo, "SELECT k, v FROM s1.kv ORDER BY k") == [
+        (1, "c"),
+        (2, "d"),
+        (3, "e"),
+        (4, "f"),
+    ]
+    primary = query(
+        pg_conninfo,
+        "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 's1.kv'::regclass AND i.indisprimary",
+    )
+    assert primary == [("k",)]
+    stages = query(pg_conninfo, "SELECT relname FROM pg_class WHERE relname LIKE '_flintlock%'")
+    assert stages == []
+
+
+def test_the_table_is_created_from_the_arrow_schema_and_values_round_trip(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    when = datetime.datetime(2024, 5, 6, 7, 8, 9, 123456)
+    batch = pa.record_batch(
+        {
+            "i": pa.array([1, None], pa.int32()),
+            "s": pa.array(['a,"b"\nc', ""]),
+            "none": pa.array([None, "x"]),
+            "f": pa.array([1.5, math.inf]),
+            "b": pa.array([True, None]),
+            "ts": pa.array([when, None], pa.timestamp("us")),
+            "tz": pa.array([when, None], pa.timestamp("ms", tz="UTC")),
+            "d": pa.array([datetime.date(2024, 1, 31), None]),
+            "n": pa.array([decimal.Decimal("12.34"), None], pa.decimal128(6, 2)),
+            "cat": pa.array(["x", "y"]).dictionary_encode(),
+        }
+    )
+    sink = PostgresSink(pg_conninfo, "typed")
+    sink.commit(committer(storage, 1), write(sink, storage, 1, [batch]))
+    types = query(
+        pg_conninfo,
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_name = 'typed' ORDER BY ordinal_position",
+    )
+    assert [t for _, t in types] == [
+        "integer", "text", "text", "double precision", "boolean",
+        "timestamp without time zone", "timestamp with time zone", "date", "numeric", "text",
+    ]  # fmt: skip
+    rows = query(pg_conninfo, "SELECT * FROM typed ORDER BY i NULLS LAST")
+    utc = datetime.timezone.utc
+    assert rows[0][:3] == (1, 'a,"b"\nc', None) and rows[0][3:] == (
+        1.5, True, when, when.replace(microsecond=123000, tzinfo=utc),
+        datetime.date(2024, 1, 31), decimal.Decimal("12.34"), "x",
+    )  # fmt: skip
+    assert rows[1] == (None, "", "x", math.inf, None, None, None, None, None, "y")
+
+
+def test_an_existing_table_is_checked_against_the_rows(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    query(pg_conninfo, "CREATE TABLE t1 (id bigint, name integer, extra text NOT NULL)")
+    sink = PostgresSink(pg_conninfo, "t1")
+    with pytest.raises(SinkOutputError) as refused:
+        write(sink, storage, 1, [ids(0, 1)])
+    message = str(refused.value)
+    assert "column 'name' is integer" in message and "NOT NULL column 'extra'" in message
+    assert "PostgresSink 'out' of job 'pg-job' (table t1, checkpoint 1" in message
+
+    query(pg_conninfo, "CREATE TABLE t2 (id numeric, name varchar(10), extra text DEFAULT 'd')")
+    fits = PostgresSink(pg_conninfo, "t2", schema=ids(0, 1).schema)
+    fits.prepare_output(committer(storage, 1))  # checked on the driver, before Spark
+    fits.commit(committer(storage, 1), write(fits, storage, 1, [ids(0, 2)]))
+    assert query(pg_conninfo, "SELECT * FROM t2 ORDER BY id") == [(0, "n0", "d"), (1, "n1", "d")]
+
+    upsert = PostgresSink(pg_conninfo, "t2", write="upsert", key_columns=["id"])
+    with pytest.raises(SinkOutputError, match=r"unique index on exactly \(id\)"):
+        write(upsert, storage, 2, [ids(0, 1)])
+    with pytest.raises(SinkOutputError, match="cannot write column 'raw' of Arrow type binary"):
+        PostgresSink(pg_conninfo, "t3", schema=pa.schema([("raw", pa.binary())]))
+
+
+def test_output_modes(pg_conninfo: str, storage: CheckpointStorage) -> None:
+    first = PostgresSink(pg_conninfo, "out_t", mode="error")
+    first.prepare_output(committer(storage, 1))  # no table yet: fine
+    first.commit(committer(storage, 1), write(first, storage, 1, [ids(0, 2)]))
+    with pytest.raises(SinkOutputError, match=r"already holds rows.*mode='error'"):
+        first.prepare_output(committer(storage, 2, run="run2"))
+    # overwrite: the rows go at the new run's first commit, once
+    replace = PostgresSink(pg_conninfo, "out_t", mode="overwrite")
+    replace.prepare_output(committer(storage, 2, run="run2"))
+    committables = write(replace, storage, 2, [ids(10, 1)], run="run2")
+    assert query(pg_conninfo, "SELECT id FROM out_t ORDER BY id") == [(0,), (1,)]
+    replace.commit(committer(storage, 2, run="run2"), committables)
+    replace.commit(committer(storage, 2, run="run2"), committables)
+    later = write(replace, storage, 3, [ids(11, 1)], run="run2")
+    replace.commit(committer(storage, 3, run="run2"), later)
+    assert query(pg_conninfo, "SELECT id FROM out_t ORDER BY id") == [(10,), (11,)]
+    # a start that continues the job (no prepare_output) deletes nothing
+    replace.commit(committer(storage, 4, run="run3"), write(replace, storage, 4, [ids(12, 1)]))
+    assert query(pg_conninfo, "SELECT count(*) FROM out_t") == [(3,)]
+    with pytest.raises(SinkOutputError, match="overwrite"):
+        PostgresSink(pg_conninfo, "t", write="upsert", key_columns=["id"], mode="overwrite")
+
+
+def test_a_server_without_prepared_transactions_is_refused_at_the_start(
+    postgres_without_2pc: Any, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(postgres_without_2pc.conninfo(), "events")
+    for start in (sink.prepare_output, lambda c: sink.abort_uncommitted(c, [])):
+        with pytest.raises(SinkOutputError) as refused:
+            start(committer(storage, 1))
+        assert NO_2PC in str(refused.value)
+    with pytest.raises(SinkOutputError, match="raise max_prepared_transactions to at least"):
+        write(sink, storage, 1, [ids(0, 1)])  # a writer that got there anyway: PREPARE fails
+
+
+def test_an_unreachable_server_is_named_without_its_password(storage: CheckpointStorage) -> None:
+    from postgres_server import free_port
+
+    conninfo = f"postgresql://flint:s3cret@127.0.0.1:{free_port()}/db"
+    with pytest.raises(PluginError) as refused:
+        PostgresSink(conninfo, "events").prepare_output(committer(storage, 1))
+    message = str(refused.value)
+    assert "cannot connect to PostgreSQL" in message and "127.0.0.1" in message
+    assert "s3cret" not in message and "job 'pg-job'" in message
+
+
+def test_a_database_error_on_the_driver_names_the_sink(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", markers_table="missing_schema.commits")
+    with pytest.raises(SinkOutputError) as refused:
+        sink.abort_uncommitted(committer(storage, 0), [])
+    message = str(refused.value)
+    assert "PostgresSink 'out' of job 'pg-job' (table events)" in message
+    assert (
+        'schema "missing_schema" does not exist' in message and "missing_schema.commits" in message
+    )
