@@ -140,7 +140,7 @@ class Targets:
             from postgres_server import start_server
 
             self.server = start_server(max_prepared_transactions=20)
-        return self.server.conninfo
+        return self.server.conninfo()
 
     def close(self) -> None:
         if self.server is not None:
