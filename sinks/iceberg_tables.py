@@ -100,9 +100,25 @@ def last_commit(table: Any, owner: str) -> dict[str, Any] | None:
 
 
 def arrow_schema(schema: Any) -> pa.Schema:
-    """An Iceberg schema as the Arrow schema of its rows (no field-id metadata)."""
+    """An Iceberg schema as the Arrow schema of its rows (no field-id metadata; string,
+    binary and list types, not their large variants, as pyiceberg's scans return them)."""
     converted = pyiceberg("pyiceberg.io.pyarrow").schema_to_pyarrow(schema, include_field_ids=False)
-    return pa.schema([field.remove_metadata() for field in converted])
+    return pa.schema([_small(field) for field in converted])
+
+
+def _small(field: pa.Field) -> pa.Field:
+    kind = field.type
+    if pa.types.is_large_string(kind):
+        kind = pa.string()
+    elif pa.types.is_large_binary(kind):
+        kind = pa.binary()
+    elif pa.types.is_large_list(kind) or pa.types.is_list(kind):
+        kind = pa.list_(_small(kind.value_field))
+    elif pa.types.is_struct(kind):
+        kind = pa.struct([_small(kind.field(i)) for i in range(kind.num_fields)])
+    elif pa.types.is_map(kind):
+        kind = pa.map_(_small(kind.key_field), _small(kind.item_field))
+    return pa.field(field.name, kind, field.nullable)
 
 
 def schema_misfit(batch_schema: pa.Schema, table_schema: Any) -> list[str]:

@@ -4,11 +4,13 @@ SQLite file; the sink through the scenarios every exactly-once sink passes
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.exceptions import NoSuchTableError
 from sink_scenarios import (
     bounded_job,
     check_exactly_once,
@@ -16,7 +18,7 @@ from sink_scenarios import (
 )
 from unbounded_jobs import OUT
 
-from flintlock import SinkOutputError
+from flintlock import SinkOutputError, StreamExecutionEnvironment
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import catalog_spec, load_catalog
 
@@ -62,3 +64,79 @@ def test_a_job_whose_rows_do_not_fit_the_table_is_refused_before_spark_runs(
     with pytest.raises(SinkOutputError, match=r"column 'k' is int64, the table's is string"):
         bounded_job(spark, str(tmp_path), sink)
     assert not (tmp_path / "chk").exists() or not list((tmp_path / "chk").rglob("chk-*"))
+
+
+SOURCE = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def source_table(warehouse: str) -> Any:
+    """A table ``db.src`` the tests append to with pyiceberg, as another writer would."""
+    catalog = load_catalog(catalog_spec(None, warehouse, "test"), "test")
+    catalog.create_namespace_if_not_exists("db")
+    return catalog.create_table("db.src", schema=SOURCE)
+
+
+def append(table: Any, first: int, count: int) -> None:
+    ids = list(range(first, first + count))
+    table.append(pa.table({"id": ids, "name": [f"n{i}" for i in ids]}, schema=SOURCE))
+
+
+def test_from_iceberg_bounded_reads_one_snapshot(spark: Any, tmp_path: Path) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    table = source_table(warehouse)
+    append(table, 0, 50)
+    append(table, 50, 50)
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=f"{tmp_path}/chk")
+    stream = env.from_iceberg("db.src", warehouse=warehouse)
+    append(table, 100, 50)  # after the job was built: not in the snapshot it reads
+    rows = stream.collect("bounded-read").to_pylist()
+    assert sorted(r["id"] for r in rows) == list(range(100))
+    assert all(r["name"] == f"n{r['id']}" for r in rows)
+
+
+def wait_for_rows(warehouse: str, count: int, client: Any, timeout: float = 120.0) -> None:
+    """Until the copy in ``db.dst`` holds ``count`` rows (read by pyiceberg)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert client.is_running(), client.result()
+        try:
+            if len(read_back(warehouse, "db.dst")) >= count:
+                return
+        except NoSuchTableError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"db.dst did not reach {count} rows in {timeout} s")
+
+
+def test_from_iceberg_unbounded_stopped_and_resumed_reads_every_append_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    table = source_table(warehouse)
+    append(table, 0, 100)
+
+    def copy_job(parallelism: int) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment(
+            parallelism=parallelism, spark=spark, checkpoint_dir=f"{tmp_path}/chk"
+        )
+        stream = env.from_iceberg("db.src", warehouse=warehouse, unbounded=True)
+        sink = IcebergSink("db.dst", warehouse=warehouse, schema=SOURCE, mode="append")
+        stream.sink_to(sink, name="copy")
+        return env
+
+    client = copy_job(2).execute_async("copy")
+    wait_for_rows(warehouse, 100, client)
+    append(table, 100, 100)
+    wait_for_rows(warehouse, 200, client)
+    savepoint = client.stop()
+    assert client.result().status == "STOPPED"
+    append(table, 200, 100)  # while the job is stopped
+
+    client = copy_job(3).execute_async("copy", restore_from=savepoint)
+    wait_for_rows(warehouse, 300, client)
+    append(table, 300, 100)
+    wait_for_rows(warehouse, 400, client)
+    client.stop()
+    assert client.result().status == "STOPPED"
+    ids = sorted(r["id"] for r in read_back(warehouse, "db.dst"))
+    assert ids == list(range(400))
