@@ -19,7 +19,7 @@ from sink_scenarios import (
 )
 from unbounded_jobs import OUT
 
-from flintlock import SinkOutputError, StreamExecutionEnvironment
+from flintlock import FlintlockError, SinkOutputError, StreamExecutionEnvironment
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import catalog_spec, load_catalog
 
@@ -65,6 +65,20 @@ def test_a_job_whose_rows_do_not_fit_the_table_is_refused_before_spark_runs(
     with pytest.raises(SinkOutputError, match=r"column 'k' is int64, the table's is string"):
         bounded_job(spark, str(tmp_path), sink)
     assert not (tmp_path / "chk").exists() or not list((tmp_path / "chk").rglob("chk-*"))
+
+
+def test_rows_that_do_not_fit_are_refused_in_the_task_before_a_file_is_written(
+    spark: Any, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    catalog = load_catalog(catalog_spec(None, str(warehouse), "test"), "test")
+    catalog.create_namespace("db")
+    catalog.create_table("db.out", schema=pa.schema([("k", pa.int64()), ("id", pa.int64())]))
+    sink = IcebergSink("db.out", warehouse=str(warehouse), mode="append")  # no schema to check
+    with pytest.raises(FlintlockError) as failed:
+        bounded_job(spark, str(tmp_path), sink)
+    assert "column 'total' is not in the table" in str(failed.value)
+    assert not list(warehouse.rglob("*.parquet"))
 
 
 SOURCE = pa.schema([("id", pa.int64()), ("name", pa.string())])
