@@ -178,9 +178,9 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
         problems = tables.check_partitioning(table.spec(), table.schema())
         if problems:
             raise SinkOutputError(
-                f"Iceberg table {self.table} is partitioned by {', '.join(problems)}: flintlock "
-                f"writes one file per partition value and cannot compute these (install "
-                f"pyiceberg-core for bucket/truncate/time transforms, or partition by identity)"
+                f"Iceberg table {self.table} is partitioned by {', '.join(problems)}; flintlock "
+                f"writes one file per partition value and cannot compute it here: install "
+                f"pyiceberg-core (bucket, truncate and time transforms) or partition by identity"
             )
         self.resolved = {
             "location": table.location().rstrip("/"),

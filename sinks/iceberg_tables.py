@@ -187,7 +187,7 @@ def check_partitioning(spec: Any, schema: Any) -> list[str]:
         try:
             field.transform.pyarrow_transform(source.field_type)(pa.array([], kind))
         except Exception as error:
-            problems.append(f"{field.name} = {field.transform}({source.name}): {error}")
+            problems.append(f"{field.name} = {field.transform}({source.name}) ({error})")
     return problems
 
 

@@ -236,3 +236,23 @@ def test_mistakes_visible_when_the_sink_is_built_are_refused() -> None:
         IcebergSink("db.t")
     with pytest.raises(SinkOutputError, match="mode 'upsert'"):
         IcebergSink("db.t", warehouse="/tmp/w", mode="upsert")
+
+
+def test_partitioning_flintlock_cannot_compute_is_refused_before_writing(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    from pyiceberg.transforms import DayTransform
+
+    catalog = load_catalog(catalog_spec(None, str(warehouse), "t"), "t")
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=pa.schema([("ts", pa.timestamp("us"))]))
+    with table.update_spec() as update:
+        update.add_field("ts", DayTransform(), "ts_day")
+    sink = IcebergSink("db.t", warehouse=str(warehouse), mode="append")
+    try:
+        import pyiceberg_core  # noqa: F401
+    except ImportError:
+        with pytest.raises(SinkOutputError, match=r"partitioned by ts_day = day\(ts\)"):
+            sink.prepare_output(Driver(tmp_path).context(1))
+    else:  # with pyiceberg-core the transform is computed: the sink writes day partitions
+        sink.prepare_output(Driver(tmp_path).context(1))
