@@ -145,7 +145,7 @@ class IcebergCommitter:
                 tables.JOB_NAME: context.job_name,
             }
             transaction = table.transaction()
-            if overwrite:
+            if overwrite and _holds_files(table):
                 transaction.delete(expressions.AlwaysTrue(), snapshot_properties=summary)
             if committables:
                 paths = [file["path"] for file in committables]
@@ -206,3 +206,9 @@ class IcebergCommitter:
                 left = True
         if not left and filesystem.get_file_info(folder).type == pafs.FileType.Directory:
             filesystem.delete_dir(folder)
+
+
+def _holds_files(table: Any) -> bool:
+    """True if the table's current snapshot has data files (something to overwrite)."""
+    snapshot = table.current_snapshot()
+    return snapshot is not None and int(snapshot.summary.get("total-data-files", "1")) > 0

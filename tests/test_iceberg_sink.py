@@ -202,6 +202,19 @@ def test_overwrite_replaces_the_rows_in_the_runs_first_commit_only(
     assert [r["id"] for r in table_rows(warehouse)] == [100, 101, 200]
 
 
+@pytest.mark.filterwarnings("error")
+def test_overwrite_of_a_new_table_starting_with_an_empty_checkpoint(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    driver = Driver(tmp_path)
+    sink = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA, mode="overwrite")
+    sink.prepare_output(driver.context(1))
+    sink.commit(driver.context(1), [])  # nothing to replace, nothing to add
+    sink.commit(driver.context(2), driver.write(sink, 2, [rows(0, 3)]))
+    sink.commit(driver.context(3), driver.write(sink, 3, [rows(3, 1)]))
+    assert [r["id"] for r in table_rows(warehouse)] == [0, 1, 2, 3]
+
+
 def test_partitioned_tables_get_one_file_per_partition_value(
     tmp_path: Path, warehouse: Path
 ) -> None:
