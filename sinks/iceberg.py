@@ -85,11 +85,11 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
         self.resolved: dict[str, Any] | None = None
         """Set on the driver before tasks run: the table's location, Iceberg schema and
         partition spec (JSON) and FileIO properties, so tasks never open the catalog."""
-        self._fit: dict[pa.Schema, pa.Schema] = {}
+        self._fitting: set[pa.Schema] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_fit"] = {}
+        state["_fitting"] = set()
         for opened in ("_table_model", "_catalog", "_io"):  # rebuilt where needed
             state.pop(opened, None)
         return state
@@ -104,26 +104,31 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
 
     def write(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
         model = self.table_model()
-        target = self._fit.get(batch.schema)
-        if target is None:
+        if batch.schema not in self._fitting:  # checked once per schema
             problems = tables.schema_misfit(batch.schema, model["schema"])
             if problems:
-                raise SinkOutputError(
-                    f"the stream's rows do not fit Iceberg table {self.table}: "
-                    f"{'; '.join(problems)} (the table's schema: {model['schema']})"
-                )
-            target = self._fit[batch.schema] = tables.file_schema(batch.schema, model["schema"])
-        batch = batch.select(target.names).cast(target)
+                raise self._misfit(problems, model)
+            self._fitting.add(batch.schema)
+        try:
+            batch = tables.conform(batch, model["file_schema"])
+        except ValueError as error:
+            raise self._misfit([str(error)], model) from error
         for key, rows in tables.split_by_partition(batch, model["spec"], model["schema"]):
             if key not in transaction.writers:
                 path = f"{transaction.folder}/{transaction.stem}-{len(transaction.files)}.parquet"
                 stream = self.file_io().new_output(path).create(overwrite=True)
                 file: dict[str, Any] = {"path": path, "rows": 0}
-                transaction.writers[key] = (pq.ParquetWriter(stream, target), stream, file)
+                transaction.writers[key] = (pq.ParquetWriter(stream, batch.schema), stream, file)
                 transaction.files.append(file)
             writer, _, file = transaction.writers[key]
             writer.write_batch(rows)
             file["rows"] += rows.num_rows
+
+    def _misfit(self, problems: list[str], model: dict[str, Any]) -> SinkOutputError:
+        return SinkOutputError(
+            f"the stream's rows do not fit Iceberg table {self.table}: "
+            f"{'; '.join(problems)} (the table's schema: {model['schema']})"
+        )
 
     def finish(self, transaction: _Transaction) -> None:
         self._close(transaction)
@@ -164,9 +169,11 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
             assert self.resolved is not None
             schema_module = tables.pyiceberg("pyiceberg.schema")
             spec_module = tables.pyiceberg("pyiceberg.partitioning")
+            schema = schema_module.Schema.model_validate_json(self.resolved["schema"])
             model = {
                 "location": self.resolved["location"],
-                "schema": schema_module.Schema.model_validate_json(self.resolved["schema"]),
+                "schema": schema,
+                "file_schema": tables.file_schema(schema),
                 "spec": spec_module.PartitionSpec.model_validate_json(self.resolved["spec"]),
             }
             self._table_model = model
@@ -189,7 +196,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
             "io": dict(table.io.properties),
         }
         self._table_model = None
-        self._fit = {}
+        self._fitting = set()
 
     def file_io(self) -> Any:
         """The table's FileIO (pyiceberg), as the catalog configured it."""

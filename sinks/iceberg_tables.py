@@ -153,25 +153,38 @@ def schema_misfit(batch_schema: pa.Schema, table_schema: Any) -> list[str]:
     return problems
 
 
-def file_schema(batch_schema: pa.Schema, table_schema: Any) -> pa.Schema:
-    """The Parquet schema a fitting batch is written with: the table's column order and
-    Iceberg field ids, the batch's own Arrow types where Iceberg sees the same type."""
-    convert = pyiceberg("pyiceberg.io.pyarrow")
-    table_arrow = convert.schema_to_pyarrow(table_schema)
+def file_schema(table_schema: Any) -> pa.Schema:
+    """The Parquet schema data files are written with: every column of the table, in its
+    order, with its Iceberg field id (string and binary columns as their small Arrow
+    types, as streams carry them)."""
     fields = []
-    for wanted in table_arrow:
-        if wanted.name not in batch_schema.names:
-            continue
-        given = batch_schema.field(wanted.name)
-        same = (
-            convert.pyarrow_to_schema(pa.schema([given]), name_mapping=table_schema.name_mapping)
-            .find_field(wanted.name)
-            .field_type
-            == table_schema.find_field(wanted.name).field_type
-        )
-        kind = given.type if same and not pa.types.is_nested(given.type) else wanted.type
-        fields.append(pa.field(wanted.name, kind, wanted.nullable, wanted.metadata))
+    for field in pyiceberg("pyiceberg.io.pyarrow").schema_to_pyarrow(table_schema):
+        kind = field.type
+        if pa.types.is_large_string(kind):
+            kind = pa.string()
+        elif pa.types.is_large_binary(kind):
+            kind = pa.binary()
+        fields.append(pa.field(field.name, kind, field.nullable, field.metadata))
     return pa.schema(fields)
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """A fitting batch as rows of ``target``: columns cast where the Arrow type differs,
+    optional columns the batch lacks filled with nulls; ValueError on a null in a
+    required column."""
+    if batch.schema == target:
+        return batch
+    columns = []
+    for field in target:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+        else:
+            column = batch.column(index)
+            if not field.nullable and column.null_count:
+                raise ValueError(f"column '{field.name}' is required and holds nulls")
+            columns.append(column if column.type == field.type else column.cast(field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
 def check_partitioning(spec: Any, schema: Any) -> list[str]:

@@ -163,11 +163,22 @@ def test_promotable_and_missing_optional_columns_fit(tmp_path: Path, warehouse: 
     sink = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA)
     sink.prepare_output(driver.context(1))
     narrow = pa.record_batch([pa.array([1, 2], pa.int32())], names=["id"])
-    sink.commit(driver.context(1), driver.write(sink, 1, [narrow]))
+    large = pa.record_batch([pa.array([3]), pa.array(["c"], pa.large_string())], ["id", "name"])
+    sink.commit(driver.context(1), driver.write(sink, 1, [narrow, large]))
     assert table_rows(warehouse) == [
         {"id": 1, "k": None, "name": None},
         {"id": 2, "k": None, "name": None},
+        {"id": 3, "k": None, "name": "c"},
     ]
+
+
+def test_a_null_in_a_required_column_is_refused(tmp_path: Path, warehouse: Path) -> None:
+    driver = Driver(tmp_path)
+    required = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    sink = IcebergSink("db.t", warehouse=str(warehouse), schema=required)
+    sink.prepare_output(driver.context(1))
+    with pytest.raises(SinkOutputError, match="column 'id' is required and holds nulls"):
+        driver.write(sink, 1, [pa.record_batch([pa.array([1, None])], names=["id"])])
 
 
 def test_mode_error_refuses_a_table_with_rows_and_a_missing_table_needs_a_schema(
