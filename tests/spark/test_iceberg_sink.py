@@ -4,7 +4,9 @@ SQLite file; the sink through the scenarios every exactly-once sink passes
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.exceptions import NoSuchTableError
+from pyspark import cloudpickle
 from sink_scenarios import (
     bounded_job,
     check_exactly_once,
@@ -19,7 +22,7 @@ from sink_scenarios import (
 )
 from unbounded_jobs import OUT
 
-from flintlock import FlintlockError, SinkOutputError, StreamExecutionEnvironment
+from flintlock import CommitError, FlintlockError, SinkOutputError, StreamExecutionEnvironment
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import catalog_spec, load_catalog
 
@@ -79,6 +82,48 @@ def test_rows_that_do_not_fit_are_refused_in_the_task_before_a_file_is_written(
         bounded_job(spark, str(tmp_path), sink)
     assert "column 'total' is not in the table" in str(failed.value)
     assert not list(warehouse.rglob("*.parquet"))
+
+
+class DiesAfterTheIcebergCommit(IcebergSink):
+    """The driver dies once between the Iceberg commit and flintlock's commit record."""
+
+    def __init__(self, marker: str, **options: Any) -> None:
+        super().__init__("db.out", **options)
+        self.marker = marker
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        super().commit(context, committables)
+        if not os.path.exists(self.marker):
+            Path(self.marker).write_text("died once")
+            raise OSError("injected: the driver died after the Iceberg commit")
+
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+
+
+def test_a_commit_interrupted_after_the_iceberg_commit_is_completed_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    schema = pa.schema([("v", pa.int64())])
+
+    def run() -> Any:
+        env = StreamExecutionEnvironment(
+            parallelism=2, spark=spark, checkpoint_dir=str(tmp_path / "chk")
+        )
+        sink = DiesAfterTheIcebergCommit(
+            str(tmp_path / "marker"), warehouse=warehouse, schema=schema
+        )
+        env.from_collection([{"v": i} for i in range(1000)], batch_size=50).sink_to(sink)
+        return env.execute("interrupted")
+
+    with pytest.raises(CommitError, match="failed to commit checkpoint 1"):
+        run()
+    assert len(read_back(warehouse)) == 1000  # in the table, not recorded by flintlock
+    assert run().status == "FINISHED"  # the start completes the pending commit
+    assert sorted(r["v"] for r in read_back(warehouse)) == list(range(1000))
+    catalog = load_catalog(catalog_spec(None, warehouse, "test"), "test")
+    assert len(catalog.load_table("db.out").snapshots()) == 1
 
 
 SOURCE = pa.schema([("id", pa.int64()), ("name", pa.string())])
