@@ -190,20 +190,23 @@ class SourceMethods:
     def from_iceberg(
         self,
         table: str,
-        catalog: dict[str, str] | None = None,
+        catalog: dict[str, str] | str | None = None,
         snapshot_id: int | None = None,
         unbounded: bool = False,
         batch_size: int = 65536,
         watermark_strategy: WatermarkStrategy | None = None,
+        warehouse: str | None = None,
     ) -> DataStream:
-        """A stream of an Apache Iceberg table ``namespace.name`` in a pyiceberg catalog
-        (``catalog``: its properties; default the embedded SQL catalog), the ``iceberg``
-        source plugin. Bounded: one snapshot (``snapshot_id``, else the current one).
-        Unbounded: that snapshot, then epoch by epoch what later snapshots append; the
-        snapshot id read so far is the source's offset in each checkpoint."""
+        """A stream of an Apache Iceberg table ``namespace.name`` (the ``iceberg`` source
+        plugin, pyiceberg: no JVM). ``catalog``: a pyiceberg catalog's properties (or its
+        name in the pyiceberg configuration); or ``warehouse``: the folder of the embedded
+        SQL catalog (``<warehouse>/catalog.db``), as ``IcebergSink`` takes them.
+        Bounded: one snapshot (``snapshot_id``, else the current one). Unbounded: that
+        snapshot, then epoch by epoch what later snapshots append; the snapshot id read so
+        far is the source's offset in each checkpoint."""
         _check_batch_size(batch_size, "from_iceberg")
         factory = self.registry.get("source", "iceberg")
-        source = factory(table, catalog, snapshot_id, unbounded, batch_size)
+        source = factory(table, catalog, warehouse, snapshot_id, unbounded, batch_size)
         return self.from_source(source, watermark_strategy)
 
     def from_source(
