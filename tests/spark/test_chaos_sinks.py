@@ -9,8 +9,8 @@ marker file, tests/spark/chaos_faults.py): task failures and a killed Python wor
 random record of the keyed function; the sink (any sink, wrapped by
 ``chaos_faults.FaultySink``) failing in write, finish, pre_commit, in its commit before
 or after the inner commit, and in post_commit; the driver SIGKILLed between checkpoint
-completion and commit, after the commit before it is recorded, after post_commit,
-between epochs, and by the test at a random moment. The driver
+completion and commit, after the commit before it is recorded, between epochs, and by
+the test at a random moment. The driver
 (tests/spark/sink_chaos_driver.py, ``local[2,4]`` so Spark retries tasks) starts a failed
 ``execute()`` again in-process; a killed driver is started again on the same job and
 checkpoint directory until the job FINISHED. The same seed gives every sink the same plan.
@@ -56,10 +56,12 @@ REQUIRED = [
     ("sink", "post_commit"),
     ("sink", "kill_in_commit"),
     ("sink", "kill_after_commit"),
-    ("sink", "kill_in_post_commit"),
     ("driver", "kill_between_epochs"),
 ]
-"""One fault of each kind (finish first: it can only fire in the last epoch)."""
+"""One fault of each kind (finish first: it can only fire in the last epoch). Each
+driver kill costs a Spark start, so there are four: three here and the test's random one
+(a kill after post_commit, ``kill_in_post_commit``, adds little to the post_commit
+failure, which also makes the next start commit and post-commit that checkpoint again)."""
 EXTRA_KINDS = [
     ("process", "raise"),
     ("sink", "write"),
@@ -71,7 +73,8 @@ EXTRA_KINDS = [
 """Cheap faults drawn at random on top (no driver kill: each costs a Spark start)."""
 EXTRA_FAULTS = 10
 RANDOM_KILLS = 1
-"""Driver kills by the test at a random moment (armed when the driver starts the job)."""
+"""Driver kills by the test at a random moment: 0.3 to 3 times test_chaos.KILL_WINDOW
+(4 s) after a driver starts the job (in its epochs' Spark jobs, commits or planning)."""
 TASK_KINDS = {"raise", "worker_kill", "write", "finish", "pre_commit"}
 TASK_FAULTS_PER_EPOCH = 2
 """Failed attempts of one epoch's tasks: ``local[2,4]`` allows a task 3."""
@@ -100,7 +103,7 @@ def make_plan(seed: int, base: Path, target: str) -> Plan:
     for number in range(len(REQUIRED), len(REQUIRED) + EXTRA_FAULTS):
         where, kind = rng.choice([k for k in EXTRA_KINDS if fits(job, k[1])])
         place_fault(rng, job, Fault(f"f{number:02d}-{where}-{kind}", where, kind))
-    kills = [(JOB, round(rng.uniform(0.2, 1.5), 3)) for _ in range(RANDOM_KILLS)]
+    kills = [(JOB, round(rng.uniform(0.3, 3.0), 3)) for _ in range(RANDOM_KILLS)]
     return Plan(seed, base, [job], kills, script=SCRIPT)
 
 
