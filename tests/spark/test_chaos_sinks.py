@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaos_faults import Fault
+from chaos_faults import DelegatingSink, Fault, FaultySink
 from sink_chaos_targets import TARGETS
 from sink_scenarios import check_exactly_once
 from test_chaos import SEED_VARIABLE, Plan, chaos_seed, run_chain
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
 
 SCRIPT = Path(__file__).with_name("sink_chaos_driver.py")
 JOB = "sink-chaos"
@@ -197,3 +199,24 @@ def test_every_seed_plans_enough_faults_within_the_budgets(tmp_path: Path) -> No
             assert task_faults_at(job, epoch) <= TASK_FAULTS_PER_EPOCH, (seed, epoch)
         assert sum(f.kind in COMMIT_KINDS for f in faults) <= COMMIT_FAULTS, seed
         assert all(1 <= f.epoch <= job["epochs"] for f in faults), seed
+
+
+def test_the_chaos_wrapper_forwards_every_sink_method() -> None:
+    """A method the sink API gains must reach the wrapped sink, not the base's default."""
+    methods = [
+        name
+        for name, value in vars(TwoPhaseCommitSink).items()
+        if callable(value) and not name.startswith("_")
+    ]
+    assert "post_commit" in methods and "abort_uncommitted" in methods
+    assert [name for name in methods if name not in vars(DelegatingSink)] == []
+
+
+def test_the_chaos_wrapper_pickles_under_the_inner_sinks_name(tmp_path: Path) -> None:
+    from pyspark import cloudpickle
+
+    inner = TARGETS["files"](tmp_path).make_sink()
+    fault = Fault("f00-sink-write", "sink", "write", 1, 3)
+    wrapper = cloudpickle.loads(cloudpickle.dumps(FaultySink(inner, str(tmp_path), [fault])))
+    assert wrapper.name == inner.name and wrapper.faults == [fault]
+    assert wrapper.committed_files() == []  # other attributes are the inner sink's
