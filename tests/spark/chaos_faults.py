@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flintlock.core.api.functions import KeyedProcessFunction, MapFunction
+from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 
@@ -27,9 +28,16 @@ FUNCTION_FAULTS = ("raise", "worker_kill")
 """In a per-record function (``where`` = ``map`` or ``process``), in a Spark task."""
 WRITER_FAULTS = ("write", "finish", "pre_commit")
 """Sink writer methods that raise once, in a Spark task (retried under ``local[2,4]``)."""
-DRIVER_KILLS = ("kill_in_commit", "kill_mid_commit", "kill_in_post_commit", "kill_after_execute")
+DRIVER_KILLS = (
+    "kill_in_commit",
+    "kill_mid_commit",
+    "kill_after_commit",
+    "kill_in_post_commit",
+    "kill_after_execute",
+)
 """Deterministic driver kills: between checkpoint completion and commit, after the first
-file of the commit, right after the final commit, after ``execute()`` returned."""
+file of the commit, after the sink's commit before it is recorded, right after the
+post-commit, after ``execute()`` returned."""
 EPOCH_DRIVER_KILLS = (
     "kill_between_epochs",
     "kill_in_savepoint_commit",
@@ -194,6 +202,7 @@ class FaultsOfSink:
     def post_commit(self, context: Any, *args: Any, **kwargs: Any) -> None:
         super().post_commit(context, *args, **kwargs)  # type: ignore[misc]
         self._fire("kill_in_post_commit", epoch=context.checkpoint_id)
+        self._fire("post_commit", epoch=context.checkpoint_id)
 
 
 class FaultyFileSink(FaultsOfSink, FileSink):
@@ -245,3 +254,64 @@ class FaultyCollectSink(FaultsOfSink, CollectSink):
         self._fire("kill_in_commit")
         self._fire("commit")
         super().commit(context, committables)
+
+
+class DelegatingSink(TwoPhaseCommitSink):
+    """Any 2PC sink behind a wrapper that forwards every call to it, under its name (the
+    sink's uid in the job graph stays the same): the base of sinks that add faults."""
+
+    def __init__(self, inner: TwoPhaseCommitSink) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def __getattr__(self, attribute: str) -> Any:
+        """Other attributes (a collect sink's ``result``) are the inner sink's."""
+        if attribute.startswith("__") or attribute == "inner":
+            raise AttributeError(attribute)  # unpickling: no ``inner`` yet
+        return getattr(self.inner, attribute)
+
+    def begin_transaction(self, context: Any, checkpoint_id: int) -> Any:
+        return self.inner.begin_transaction(context, checkpoint_id)
+
+    def write(self, transaction: Any, batch: Any) -> None:
+        self.inner.write(transaction, batch)
+
+    def finish(self, transaction: Any) -> None:
+        self.inner.finish(transaction)
+
+    def pre_commit(self, transaction: Any) -> list[Any]:
+        return self.inner.pre_commit(transaction)
+
+    def abort(self, transaction: Any) -> None:
+        self.inner.abort(transaction)
+
+    def prepare_output(self, context: Any) -> None:
+        self.inner.prepare_output(context)
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        self.inner.commit(context, committables)
+
+    def post_commit(self, context: Any, committables: list[Any]) -> None:
+        self.inner.post_commit(context, committables)
+
+    def abort_uncommitted(self, context: Any, keep: list[Any]) -> None:
+        self.inner.abort_uncommitted(context, keep)
+
+
+class FaultySink(FaultsOfSink, DelegatingSink):
+    """Any 2PC sink failing once where the plan says: its writer in write / finish /
+    pre_commit; its commit before the inner commit (``commit``, ``kill_in_commit``) or
+    after it, before it is recorded (``after_commit``, ``kill_after_commit``); its
+    post-commit after the inner one (``post_commit``, ``kill_in_post_commit``)."""
+
+    def __init__(self, inner: TwoPhaseCommitSink, markers: str, faults: list[Fault]) -> None:
+        super().__init__(inner)
+        self._plan(markers, faults)
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        epoch = context.checkpoint_id
+        self._fire("kill_in_commit", epoch=epoch)
+        self._fire("commit", epoch=epoch)
+        super().commit(context, committables)
+        self._fire("kill_after_commit", epoch=epoch)
+        self._fire("after_commit", epoch=epoch)

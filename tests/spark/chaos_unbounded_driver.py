@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,10 @@ ROWS_PER_FILE = 100
 """Files roll over between batches only: a sink subtask writes one file per epoch."""
 OUTPUT = pa.schema([("id", pa.int64()), ("event_time", pa.int64()), ("v", pa.string())])
 """What the sink writes: the sequence's id and event time (= id) and a label of the id."""
+
+
+Builder = Callable[[Any, Path, dict[str, Any]], StreamExecutionEnvironment]
+"""Makes a job's environment from the Spark session, the base folder and the job's plan."""
 
 
 def faults_at(job: dict[str, Any], where: str) -> list[Fault]:
@@ -111,8 +116,9 @@ def is_lease_error(error: BaseException) -> bool:
     return any(kind.__name__ in LEASE_ERRORS for kind in type(error).__mro__)
 
 
-def run_job(spark: Any, base: Path, job: dict[str, Any]) -> dict[str, Any]:
-    """Start the job until it has FINISHED; a STOPPED run is started again at once."""
+def run_job(spark: Any, base: Path, job: dict[str, Any], build: Builder = build) -> dict[str, Any]:
+    """Start the job until it has FINISHED; a STOPPED run is started again at once.
+    ``build`` makes the job's environment (the sink chaos suite brings its own)."""
     outcome: dict[str, Any] = {"executes": 0, "stopped": 0, "failed": [], "epochs": 0}
     while True:
         outcome["executes"] += 1

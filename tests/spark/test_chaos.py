@@ -105,6 +105,9 @@ class Plan:
     random_kills: list[tuple[str, float]]
     """(job whose start, or a later job's in its chain, arms the kill; fraction of a
     job's duration after that start)."""
+    script: Path = SCRIPT
+    """The driver script that runs a chain's jobs (tests/spark/sink_chaos_driver.py for
+    the sink chaos suite)."""
 
     def chain(self, number: int) -> list[dict[str, Any]]:
         """The jobs one driver process runs, in order."""
@@ -210,11 +213,11 @@ def run_driver(
     stderr_path = plan.base / f"driver-{label}.stderr"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(plan_path)],
+            [sys.executable, str(plan.script), str(plan_path)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            cwd=SCRIPT.parent,
+            cwd=plan.script.parent,
             env={**os.environ, "JDK_JAVA_OPTIONS": JAVA_OPTIONS},
             start_new_session=True,
         )

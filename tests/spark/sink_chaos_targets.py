@@ -1,0 +1,100 @@
+"""The sinks the sink chaos suite (tests/spark/test_chaos_sinks.py) runs against: one
+``ChaosTarget`` per sink says how to make the sink, how to read its output back with the
+system's own reader, and what it may have left behind.
+
+A target is made from the run's base folder, in the test process (``setup``,
+``read_back``, ``leftovers``, ``teardown``) and again in each driver process
+(``make_sink``): keep everything it needs derivable from that folder (and the
+environment, e.g. a database's address), never in memory between the two.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow.parquet as pq
+
+from flintlock.core.api.sink import TwoPhaseCommitSink
+from flintlock.sinks.files import REGISTRY, FileSink
+
+
+class ChaosTarget(ABC):
+    """One sink under chaos: the job writes ``unbounded_jobs.OUT`` rows (k, id, total)
+    into ``make_sink()``; at the end ``read_back()`` must hold each row exactly once and
+    ``leftovers()`` must be empty."""
+
+    name: ClassVar[str]
+    """The target's name (the test's parameter, and the plan's ``target``)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def setup(self) -> None:  # noqa: B027 - optional
+        """In the test, before the first driver: create what the sink writes into, or
+        ``pytest.skip`` if the system is not there (a database server)."""
+
+    def teardown(self) -> None:  # noqa: B027 - optional
+        """In the test, after the checks (also when they failed): drop what setup made."""
+
+    @abstractmethod
+    def make_sink(self) -> TwoPhaseCommitSink:
+        """The sink, in a driver process (picklable; the chaos wrapper goes around it).
+        Every driver of the run makes it again and must get the same output: the first
+        run may be killed after preparing the output, before its first checkpoint."""
+
+    @abstractmethod
+    def read_back(self) -> list[dict[str, Any]]:
+        """Every committed row, read with the system's own reader (not flintlock's)."""
+
+    @abstractmethod
+    def leftovers(self) -> list[str]:
+        """What should not be there at the end: staged or unreferenced data files,
+        prepared transactions, temporary tables... (a readable name for each)."""
+
+
+TARGETS: dict[str, type[ChaosTarget]] = {}
+"""The chaos targets by name; the suite runs each."""
+
+
+def register(target: type[ChaosTarget]) -> type[ChaosTarget]:
+    """Class decorator: add ``target`` to TARGETS."""
+    TARGETS[target.name] = target
+    return target
+
+
+@register
+class FileSinkTarget(ChaosTarget):
+    """The FileSink: Parquet files in ``<base>/out``, read with pyarrow.parquet."""
+
+    name = "files"
+
+    @property
+    def output(self) -> Path:
+        return self.base / "out"
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        return FileSink(str(self.output))
+
+    def read_back(self) -> list[dict[str, Any]]:
+        if not self.output.is_dir():
+            return []
+        return pq.read_table(self.output).to_pylist()
+
+    def leftovers(self) -> list[str]:
+        """Anything but published ``part-*.parquet`` files and the jobs' registry files:
+        staging folders and files, half-written registry files."""
+        left = []
+        for folder, _, files in os.walk(self.output):
+            relative = Path(folder).relative_to(self.output)
+            for file in files:
+                path = relative / file
+                published = path.parent == Path(".") and file.startswith("part-")
+                registry = path.parent == Path(REGISTRY) and file.endswith(".json")
+                if not (published and file.endswith(".parquet")) and not registry:
+                    left.append(str(path))
+            if relative != Path(".") and relative != Path(REGISTRY) and not files:
+                left.append(f"{relative}/ (empty folder)")
+        return sorted(left)
