@@ -98,3 +98,96 @@ class FileSinkTarget(ChaosTarget):
             if relative != Path(".") and relative != Path(REGISTRY) and not files:
                 left.append(f"{relative}/ (empty folder)")
         return sorted(left)
+
+
+@register
+class IcebergTarget(ChaosTarget):
+    """The IcebergSink: table ``chaos.out`` in the embedded SQL catalog of
+    ``<base>/warehouse``, read with pyiceberg's own scan."""
+
+    name = "iceberg"
+    table = "chaos.out"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.base / "warehouse"
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        from unbounded_jobs import OUT
+
+        from flintlock.sinks.iceberg import IcebergSink
+
+        return IcebergSink(self.table, warehouse=str(self.warehouse), schema=OUT)
+
+    def _table(self) -> Any:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        catalog = SqlCatalog(
+            "flintlock",
+            uri=f"sqlite:///{self.warehouse}/catalog.db",
+            warehouse=f"file://{self.warehouse}",
+        )
+        return catalog.load_table(self.table)
+
+    def read_back(self) -> list[dict[str, Any]]:
+        return self._table().scan().to_arrow().to_pylist()
+
+    def leftovers(self) -> list[str]:
+        """Parquet data files under the table's folder that its current snapshot does
+        not reference (staged by failed attempts or never committed)."""
+        table = self._table()
+        referenced = {
+            task.file.file_path.removeprefix("file://") for task in table.scan().plan_files()
+        }
+        location = table.location().removeprefix("file://")
+        found = {
+            os.path.join(folder, file)
+            for folder, _, files in os.walk(f"{location}/data")
+            for file in files
+            if file.endswith(".parquet")
+        }
+        return sorted(os.path.relpath(path, location) for path in found - referenced)
+
+
+@register
+class PostgresTarget(ChaosTarget):
+    """The PostgresSink: table ``chaos_out`` on a server of the test's own (started in
+    ``setup``, its conninfo in ``<base>/postgres.conninfo`` for the drivers), read with
+    a plain SELECT."""
+
+    name = "postgres"
+    table = "chaos_out"
+
+    def setup(self) -> None:
+        from postgres_server import start_server
+
+        self.server = start_server(max_prepared_transactions=20)
+        (self.base / "postgres.conninfo").write_text(self.server.conninfo())
+
+    def teardown(self) -> None:
+        self.server.stop()
+
+    def conninfo(self) -> str:
+        return (self.base / "postgres.conninfo").read_text()
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        from unbounded_jobs import OUT
+
+        from flintlock.sinks.postgres import PostgresSink
+
+        return PostgresSink(self.conninfo(), self.table, schema=OUT)
+
+    def read_back(self) -> list[dict[str, Any]]:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(self.conninfo(), row_factory=dict_row) as connection:
+            return connection.execute(f"SELECT k, id, total FROM {self.table}").fetchall()
+
+    def leftovers(self) -> list[str]:
+        """Prepared transactions still open on the server (each holds its rows' locks)."""
+        import psycopg
+
+        with psycopg.connect(self.conninfo()) as connection:
+            rows = connection.execute("SELECT gid FROM pg_prepared_xacts ORDER BY gid").fetchall()
+        return [f"prepared transaction {gid}" for (gid,) in rows]
