@@ -1,0 +1,167 @@
+"""The DeltaSink's data files: Delta-typed Arrow schemas, the fit of a stream to a table,
+partition folders and the Parquet statistics an ``add`` action carries.
+
+Shared by the writer (in tasks), the committer (on the driver) and the delta source.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import re
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from flintlock.sinks.optional import require
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The folder name of a null partition value (Hive's, as Spark and delta-rs write it)."""
+
+
+def deltalake() -> Any:
+    """The deltalake module, or a PluginError naming the ``delta`` extra."""
+    return require("deltalake", "delta", "the Delta Lake connector")
+
+
+def delta_typed(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as a Delta table stores it (e.g. uint32 -> int32, large_string -> string):
+    the schema of a table created from it, and what written batches are cast to."""
+    converted = deltalake().Schema.from_arrow(schema).to_arrow()
+    return pa.schema(converted)
+
+
+def schema_differences(stream: pa.Schema, table: pa.Schema) -> list[str]:
+    """How ``stream`` does not fit ``table`` (by column name and Delta type; nullability and
+    column order are free), one phrase per column; empty if it fits."""
+    mine = delta_typed(stream)
+    theirs = {field.name: field.type for field in table}
+    ours = {field.name: field.type for field in mine}
+    differences = [f"column '{name}' is missing from the stream" for name in theirs.keys() - ours]
+    differences += [f"column '{name}' is not in the table" for name in ours.keys() - theirs]
+    differences += [
+        f"column '{name}' is {ours[name]} in the stream, {theirs[name]} in the table"
+        for name in ours.keys() & theirs.keys()
+        if ours[name] != theirs[name]
+    ]
+    return sorted(differences)
+
+
+def partition_string(value: Any) -> str | None:
+    """A partition value as the Delta log writes it (``partitionValues`` are strings)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        raise ValueError("binary partition columns are not supported")
+    return str(value)
+
+
+def partition_folder(values: dict[str, str | None]) -> str:
+    """``col=value/...`` for a partition (empty for an unpartitioned table)."""
+    return "/".join(
+        f"{name}={NULL_PARTITION if value is None else quote(value, safe='')}"
+        for name, value in values.items()
+    )
+
+
+def split_by_partition(
+    table: pa.Table, partition_by: list[str]
+) -> list[tuple[dict[str, str | None], pa.Table]]:
+    """The rows of ``table`` per partition value, without the partition columns (Delta
+    keeps those in the log, not in the files): sorted once, then sliced per partition."""
+    if not partition_by:
+        return [({}, table)]
+    ordered = table.sort_by([(name, "ascending") for name in partition_by])
+    ordered = ordered.append_column("__row", pa.array(range(ordered.num_rows), pa.int64()))
+    groups = ordered.group_by(partition_by, use_threads=False).aggregate(
+        [("__row", "min"), ("__row", "count")]
+    )
+    data = ordered.drop_columns([*partition_by, "__row"])
+    parts = []
+    for group in groups.to_pylist():
+        values = {name: partition_string(group[name]) for name in partition_by}
+        parts.append((values, data.slice(group["__row_min"], group["__row_count"])))
+    return parts
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.Table:
+    """``batch`` with the columns of ``target``, in its order and types (a safe cast:
+    a value the table's type cannot hold raises instead of changing)."""
+    table = pa.Table.from_batches([batch])
+    columns = [pc.cast(table.column(field.name), field.type) for field in target]
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+_STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)
+
+
+def file_stats(path: str, filesystem: Any, schema: pa.Schema) -> dict[str, Any]:
+    """``numRecords`` and per column ``minValues``/``maxValues``/``nullCount`` of a closed
+    Parquet file, from its footer (min/max only where the Delta JSON form is exact)."""
+    metadata = pq.read_metadata(path, filesystem=filesystem)
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).name
+        if name not in schema.names:
+            continue  # a nested column's leaf
+        chunks = [
+            metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)
+        ]
+        if any(stats is None for stats in chunks):
+            continue
+        if all(stats.has_null_count for stats in chunks):
+            nulls[name] = sum(stats.null_count for stats in chunks)
+        bounded = [stats for stats in chunks if stats.has_min_max]
+        if not bounded or not any(kind(schema.field(name).type) for kind in _STAT_TYPES):
+            continue
+        low, high = min(s.min for s in bounded), max(s.max for s in bounded)
+        if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
+            continue
+        if isinstance(low, datetime.date):
+            low, high = low.isoformat(), high.isoformat()
+        minimum[name], maximum[name] = low, high
+    return {
+        "numRecords": metadata.num_rows,
+        "minValues": minimum,
+        "maxValues": maximum,
+        "nullCount": nulls,
+    }
+
+
+def sink_key(sink_uid: str) -> str:
+    """A short, file-name-safe stand-in for a sink's uid (injective enough: a hash)."""
+    return hashlib.sha1(sink_uid.encode()).hexdigest()[:8]
+
+
+_REST = re.compile(r"(?P<run>[0-9A-Za-z_]+)-c(?P<chk>\d+)-s\d+-a\d+-\d+\.parquet")
+
+
+def file_prefix(job_id: str, sink_uid: str) -> str:
+    """The name every data file of one sink of one job starts with."""
+    return f"part-{job_id or 'local'}-{sink_key(sink_uid)}-"
+
+
+def checkpoint_of(base_name: str, prefix: str) -> int | None:
+    """The checkpoint id in the name of a data file of ``prefix``'s sink (None: not one)."""
+    if not base_name.startswith(prefix):
+        return None
+    match = _REST.fullmatch(base_name[len(prefix) :])
+    return int(match["chk"]) if match else None
+
+
+def stats_json(stats: dict[str, Any]) -> str:
+    """The ``stats`` string of an ``add`` action."""
+    return json.dumps(stats, sort_keys=True, default=str)
