@@ -35,6 +35,7 @@ from flintlock.plugin_api import (
 from flintlock.sinks.delta_files import (
     checkpoint_of,
     conform,
+    delete_if_exists,
     delta_typed,
     deltalake,
     file_prefix,
@@ -43,6 +44,8 @@ from flintlock.sinks.delta_files import (
     schema_differences,
     split_by_partition,
     stats_json,
+    stuck,
+    verify_file,
 )
 
 
@@ -147,7 +150,7 @@ class DeltaSink(TwoPhaseCommitSink):
             file.writer.close()
         paths = [f.relative for f in transaction.opened.values()]
         for relative in [*paths, *(f["path"] for f in transaction.files)]:
-            _delete_if_exists(filesystem, f"{root}/{relative}")
+            delete_if_exists(filesystem, f"{root}/{relative}")
         transaction.opened.clear()
 
     def _resolve(self, transaction: _Transaction, schema: pa.Schema) -> None:
@@ -233,12 +236,12 @@ class DeltaSink(TwoPhaseCommitSink):
             return
         filesystem, root = self.filesystem()
         for file in committables:  # check everything before publishing anything
-            self._verify(filesystem, root, file, context)
+            verify_file(filesystem, f"{root}/{file['path']}", file, stuck(context, self.uri))
         overwrite = self._overwrites(context, done)
         module = deltalake()
         actions = [
             module.transaction.AddAction(
-                file["path"],
+                file["path"],  # as on disk: delta-rs escapes it in the log
                 file["size"],
                 file["partition_values"],
                 file["modification_time"],
@@ -261,7 +264,7 @@ class DeltaSink(TwoPhaseCommitSink):
             for file in committables:
                 if "schema" in file:  # written while the table did not exist yet
                     schema = pa.schema(module.Schema.from_json(file["schema"]).to_arrow())
-                    self._check_fit(schema, table, CommittableError, _stuck(context, self.uri))
+                    self._check_fit(schema, table, CommittableError, stuck(context, self.uri))
             table.create_write_transaction(
                 actions,
                 mode="overwrite" if overwrite else "append",
@@ -318,29 +321,6 @@ class DeltaSink(TwoPhaseCommitSink):
     def _marker(self, context: CommitContext) -> str:
         return f"{context.job_dir}/sinks/delta-{safe_name(context.sink_uid)}.json"
 
-    def _verify(
-        self, filesystem: pafs.FileSystem, root: str, file: dict[str, Any], context: CommitContext
-    ) -> None:
-        """Check a committable's file is the one written: size and rows."""
-        path = f"{root}/{file['path']}"
-        info = filesystem.get_file_info(path)
-        stuck = _stuck(context, self.uri)
-        if info.type != pafs.FileType.File:
-            raise CommittableError(f"the data file {path} is missing: its rows are lost{stuck}")
-        if info.size != file["size"]:
-            raise CommittableError(
-                f"the data file {path} has {info.size} bytes, {file['size']} were written "
-                f"(truncated or changed){stuck}"
-            )
-        try:
-            rows = pq.read_metadata(path, filesystem=filesystem).num_rows
-        except (pa.ArrowInvalid, OSError) as error:
-            raise CommittableError(f"the data file {path} is damaged: {error}{stuck}") from error
-        if rows != file["rows"]:
-            raise CommittableError(
-                f"the data file {path} holds {rows} rows, {file['rows']} were written{stuck}"
-            )
-
     def _remove_strays(self, context: CommitContext, committables: list[Any]) -> None:
         """Delete this job's files of the committed checkpoint that its commit did not add
         (failed task attempts, a dead run's): only the committed attempts are in the log."""
@@ -366,7 +346,7 @@ class DeltaSink(TwoPhaseCommitSink):
 
     def _delete(self, relative: str) -> None:
         filesystem, root = self.filesystem()
-        _delete_if_exists(filesystem, f"{root}/{relative}")
+        delete_if_exists(filesystem, f"{root}/{relative}")
 
     # ---- checks ----
 
@@ -394,22 +374,6 @@ class DeltaSink(TwoPhaseCommitSink):
                 f"DeltaSink {self.uri}: partition columns {missing} are not columns of the "
                 f"stream ({', '.join(schema.names)})"
             )
-
-
-def _stuck(context: CommitContext, uri: str) -> str:
-    """What the user can do when a checkpoint's data cannot be committed whole."""
-    return (
-        f". Checkpoint {context.checkpoint_id} of job '{context.job_name}' (sink "
-        f"'{context.sink_uid}') cannot be committed to {uri}, and starting again will not "
-        f"change that. To recover, run the job anew: execute('{context.job_name}', "
-        f"new_run=True) or `flintlock run --new-run`, with DeltaSink(..., mode='append') or "
-        f"mode='overwrite'"
-    )
-
-
-def _delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
-    if filesystem.get_file_info(path).type == pafs.FileType.File:
-        filesystem.delete_file(path)
 
 
 @hookimpl

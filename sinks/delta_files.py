@@ -16,8 +16,10 @@ from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from flintlock.plugin_api import CommitContext, CommittableError
 from flintlock.sinks.optional import require
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -165,3 +167,41 @@ def checkpoint_of(base_name: str, prefix: str) -> int | None:
 def stats_json(stats: dict[str, Any]) -> str:
     """The ``stats`` string of an ``add`` action."""
     return json.dumps(stats, sort_keys=True, default=str)
+
+
+def verify_file(filesystem: pafs.FileSystem, path: str, file: dict[str, Any], stuck: str) -> None:
+    """Check a committable's data file is the one written (size and rows), else raise
+    CommittableError ending in ``stuck``, what the user can do."""
+    info = filesystem.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        raise CommittableError(f"the data file {path} is missing: its rows are lost{stuck}")
+    if info.size != file["size"]:
+        raise CommittableError(
+            f"the data file {path} has {info.size} bytes, {file['size']} were written "
+            f"(truncated or changed){stuck}"
+        )
+    try:
+        rows = pq.read_metadata(path, filesystem=filesystem).num_rows
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CommittableError(f"the data file {path} is damaged: {error}{stuck}") from error
+    if rows != file["rows"]:
+        raise CommittableError(
+            f"the data file {path} holds {rows} rows, {file['rows']} were written{stuck}"
+        )
+
+
+def stuck(context: CommitContext, uri: str) -> str:
+    """What the user can do when a checkpoint's data cannot be committed whole."""
+    return (
+        f". Checkpoint {context.checkpoint_id} of job '{context.job_name}' (sink "
+        f"'{context.sink_uid}') cannot be committed to {uri}, and starting again will not "
+        f"change that. To recover, run the job anew: execute('{context.job_name}', "
+        f"new_run=True) or `flintlock run --new-run`, with DeltaSink(..., mode='append') or "
+        f"mode='overwrite'"
+    )
+
+
+def delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
+    """Delete the file at ``path`` if there is one."""
+    if filesystem.get_file_info(path).type == pafs.FileType.File:
+        filesystem.delete_file(path)

@@ -180,6 +180,14 @@ def test_partition_by_writes_one_folder_per_value(tmp_path: Path) -> None:
     actions = pa.table(table.get_add_actions(flatten=True)).sort_by("partition.p").to_pylist()
     assert [(a["num_records"], a["min.id"], a["max.id"]) for a in actions] == [(2, 2, 4), (3, 1, 5)]
     assert actions[0]["null_count.name"] == 0
+    job.commit(2, job.write(2, [6], run="run2"))
+    odd = pa.record_batch({"id": [7], "p": ["a b/c%"], "name": ["n7"]}, schema=SCHEMA)
+    task = TaskInfo("sink", "one-input", run_id="run2", job_id=job.job_id)
+    transaction = job.sink.begin_transaction(SinkWriterContext(task, job.storage, "out"), 3)
+    job.sink.write(transaction, odd)
+    job.commit(3, job.sink.pre_commit(transaction), run="run2")
+    read = DeltaTable(str(uri)).to_pyarrow_table().sort_by("id").to_pylist()
+    assert read[-1] == {"id": 7, "p": "a b/c%", "name": "n7"}  # the folder is escaped
     with pytest.raises(SinkOutputError, match=r"partitioned by \['p'\], the sink by \['name'\]"):
         DeltaSink(str(uri), mode="append", partition_by=["name"]).prepare_output(job.context(2))
 
