@@ -38,18 +38,19 @@ def delta_typed(schema: pa.Schema) -> pa.Schema:
     return pa.schema(converted)
 
 
-def schema_differences(stream: pa.Schema, table: pa.Schema) -> list[str]:
+def schema_differences(
+    stream: pa.Schema, table: pa.Schema, ours: str = "the stream", theirs: str = "the table"
+) -> list[str]:
     """How ``stream`` does not fit ``table`` (by column name and Delta type; nullability and
     column order are free), one phrase per column; empty if it fits."""
-    mine = delta_typed(stream)
-    theirs = {field.name: field.type for field in table}
-    ours = {field.name: field.type for field in mine}
-    differences = [f"column '{name}' is missing from the stream" for name in theirs.keys() - ours]
-    differences += [f"column '{name}' is not in the table" for name in ours.keys() - theirs]
+    mine = {field.name: field.type for field in delta_typed(stream)}
+    other = {field.name: field.type for field in table}
+    differences = [f"column '{name}' is missing from {ours}" for name in other.keys() - mine]
+    differences += [f"column '{name}' is not in {theirs}" for name in mine.keys() - other]
     differences += [
-        f"column '{name}' is {ours[name]} in the stream, {theirs[name]} in the table"
-        for name in ours.keys() & theirs.keys()
-        if ours[name] != theirs[name]
+        f"column '{name}' is {mine[name]} in {ours}, {other[name]} in {theirs}"
+        for name in mine.keys() & other.keys()
+        if mine[name] != other[name]
     ]
     return sorted(differences)
 
