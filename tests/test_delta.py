@@ -1,4 +1,4 @@
-"""DeltaSink without Spark: its writer and committer driven call by call on real Delta
+"""DeltaSink without Spark (its Spark scenarios: tests/spark/test_delta_sink.py): its writer
 tables, read back with deltalake's own reader."""
 
 from __future__ import annotations
