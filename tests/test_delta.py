@@ -1,5 +1,5 @@
 """DeltaSink without Spark (its Spark scenarios: tests/spark/test_delta_sink.py): its writer
-tables, read back with deltalake's own reader."""
+and committer driven call by call on real Delta tables, read back with deltalake's reader."""
 
 from __future__ import annotations
 
