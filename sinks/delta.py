@@ -40,6 +40,8 @@ from flintlock.sinks.delta_files import (
     deltalake,
     file_prefix,
     file_stats,
+    is_sink_file,
+    list_data_files,
     partition_folder,
     schema_differences,
     split_by_partition,
@@ -101,9 +103,14 @@ class DeltaSink(TwoPhaseCommitSink):
     def table(self) -> Any:
         """The newest version of the table, or None if there is no Delta table at ``uri``."""
         module = deltalake()
-        if not module.DeltaTable.is_deltatable(self.uri, self.storage_options):
-            return None
-        return module.DeltaTable(self.uri, storage_options=self.storage_options)
+        try:
+            if not module.DeltaTable.is_deltatable(self.uri, self.storage_options):
+                return None
+            return module.DeltaTable(self.uri, storage_options=self.storage_options)
+        except (module.exceptions.DeltaError, OSError) as error:
+            raise SinkOutputError(
+                f"DeltaSink cannot read the Delta table {self.uri}: {type(error).__name__}: {error}"
+            ) from error
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and root folder of the table's data files."""
@@ -207,6 +214,15 @@ class DeltaSink(TwoPhaseCommitSink):
         table = self.table()
         where = f"job '{context.job_name}', sink '{context.sink_uid}'"
         if table is None:
+            foreign = [
+                path for path, _ in list_data_files(*self.filesystem()) if not is_sink_file(path)
+            ]
+            if foreign:
+                raise SinkOutputError(
+                    f"{self.uri} is not a Delta table but holds files (e.g. {foreign[0]}): "
+                    f"{where} will not make a table of it. Write to another path, or make it "
+                    f"a Delta table first (deltalake.convert_to_deltalake)"
+                )
             if self.input_schema is not None:
                 self._check_partitioning(delta_typed(self.input_schema), self.partition_by or [])
         else:
@@ -331,15 +347,10 @@ class DeltaSink(TwoPhaseCommitSink):
 
     def _own_files(self, context: CommitContext) -> list[tuple[str, int]]:
         """This sink's data files of this job in the table's folder, with their checkpoints."""
-        filesystem, root = self.filesystem()
         prefix = file_prefix(context.job_id, context.sink_uid)
-        selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
         found = []
-        for info in filesystem.get_file_info(selector):
-            relative = info.path[len(root) + 1 :]
-            if info.type != pafs.FileType.File or relative.startswith("_delta_log/"):
-                continue
-            checkpoint_id = checkpoint_of(info.base_name, prefix)
+        for relative, base_name in list_data_files(*self.filesystem()):
+            checkpoint_id = checkpoint_of(base_name, prefix)
             if checkpoint_id is not None:
                 found.append((relative, checkpoint_id))
         return found

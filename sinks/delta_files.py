@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import math
 import re
 from typing import Any
 from urllib.parse import quote
@@ -34,8 +33,16 @@ def deltalake() -> Any:
 def delta_typed(schema: pa.Schema) -> pa.Schema:
     """``schema`` as a Delta table stores it (e.g. uint32 -> int32, large_string -> string):
     the schema of a table created from it, and what written batches are cast to."""
-    converted = deltalake().Schema.from_arrow(schema).to_arrow()
-    return pa.schema(converted)
+    micros = pa.schema([_in_micros(field) for field in schema], metadata=schema.metadata)
+    return pa.schema(deltalake().Schema.from_arrow(micros).to_arrow())
+
+
+def _in_micros(field: pa.Field) -> pa.Field:
+    """Nanosecond timestamps as microseconds, as Spark and Delta keep them (a nanosecond
+    table needs a reader feature delta-rs itself cannot read)."""
+    if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+        return field.with_type(pa.timestamp("us", field.type.tz))
+    return field
 
 
 def schema_differences(
@@ -100,13 +107,19 @@ def split_by_partition(
 
 def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.Table:
     """``batch`` with the columns of ``target``, in its order and types (a safe cast:
-    a value the table's type cannot hold raises instead of changing)."""
+    a value the table's type cannot hold raises instead of changing), as one table."""
     table = pa.Table.from_batches([batch])
-    columns = [pc.cast(table.column(field.name), field.type) for field in target]
+    columns = [
+        # a timestamp keeps its microseconds (Delta's precision): nanoseconds are dropped
+        pc.cast(table.column(field.name), field.type, safe=not pa.types.is_timestamp(field.type))
+        for field in target
+    ]
     return pa.Table.from_arrays(columns, schema=target)
 
 
-_STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)
+_STAT_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_date)
+"""Types whose Parquet min/max is Delta's too (floats are left out: Parquet's ignore NaN,
+which Spark orders above every number, so a reader could skip a file wrongly)."""
 
 
 def file_stats(path: str, filesystem: Any, schema: pa.Schema) -> dict[str, Any]:
@@ -131,8 +144,6 @@ def file_stats(path: str, filesystem: Any, schema: pa.Schema) -> dict[str, Any]:
         if not bounded or not any(kind(schema.field(name).type) for kind in _STAT_TYPES):
             continue
         low, high = min(s.min for s in bounded), max(s.max for s in bounded)
-        if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
-            continue
         if isinstance(low, datetime.date):
             low, high = low.isoformat(), high.isoformat()
         minimum[name], maximum[name] = low, high
@@ -152,9 +163,18 @@ def sink_key(sink_uid: str) -> str:
 _REST = re.compile(r"(?P<run>[0-9A-Za-z_]+)-c(?P<chk>\d+)-s\d+-a\d+-\d+\.parquet")
 
 
+_ANY_SINK = re.compile(r"[0-9A-Za-z_]+-[0-9a-f]{8}-" + _REST.pattern)
+
+
 def file_prefix(job_id: str, sink_uid: str) -> str:
     """The name every data file of one sink of one job starts with."""
     return f"part-{job_id or 'local'}-{sink_key(sink_uid)}-"
+
+
+def is_sink_file(path: str) -> bool:
+    """True for a data file some DeltaSink wrote (any job's, any sink's)."""
+    owner, _, rest = path.rsplit("/", 1)[-1].partition("-")
+    return owner == "part" and _ANY_SINK.fullmatch(rest) is not None
 
 
 def checkpoint_of(base_name: str, prefix: str) -> int | None:
@@ -206,3 +226,14 @@ def delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
     """Delete the file at ``path`` if there is one."""
     if filesystem.get_file_info(path).type == pafs.FileType.File:
         filesystem.delete_file(path)
+
+
+def list_data_files(filesystem: pafs.FileSystem, root: str) -> list[tuple[str, str]]:
+    """Every file in a table's folder but its log: relative path and base name."""
+    selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
+    return [
+        (info.path[len(root) + 1 :], info.base_name)
+        for info in filesystem.get_file_info(selector)
+        if info.type == pafs.FileType.File
+        and not info.path[len(root) + 1 :].startswith("_delta_log/")
+    ]

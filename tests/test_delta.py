@@ -211,3 +211,39 @@ def test_an_empty_stream_of_a_known_schema_creates_the_table(tmp_path: Path) -> 
     table = DeltaTable(str(tmp_path / "t"))
     assert pa.schema(table.schema().to_arrow()).names == ["id", "p", "name"]
     assert table.to_pyarrow_table().num_rows == 0
+
+
+def test_columns_are_stored_as_delta_types_and_read_back_by_deltalake(tmp_path: Path) -> None:
+    uri = tmp_path / "t"
+    stream = pa.record_batch(
+        {
+            "at": pa.array([1_000_001, 2_000_000], pa.timestamp("ns")),  # Delta keeps micros
+            "small": pa.array([1, 2], pa.uint8()),
+            "ratio": [0.5, float("nan")],
+            "tags": [["a"], []],
+        }
+    )
+    job = Job(tmp_path, DeltaSink(str(uri)))
+    task = TaskInfo("sink", "one-input", run_id="run1", job_id=job.job_id)
+    transaction = job.sink.begin_transaction(SinkWriterContext(task, job.storage, "out"), 1)
+    job.sink.write(transaction, stream)
+    [file] = job.sink.pre_commit(transaction)
+    assert "ratio" not in file["stats"]["maxValues"]  # Parquet's float max ignores NaN
+    job.commit(1, [file])
+    read = DeltaTable(str(uri)).to_pyarrow_table()
+    assert read.schema.field("at").type == pa.timestamp("us")
+    assert read.column("at").cast(pa.int64()).to_pylist() == [1000, 2000]
+    assert read.column("small").to_pylist() == [1, 2]
+    assert read.column("tags").to_pylist() == [["a"], []]
+
+
+def test_a_folder_of_other_files_is_not_made_a_table(tmp_path: Path) -> None:
+    uri = tmp_path / "t"
+    uri.mkdir()
+    (uri / "data.csv").write_text("id\n1\n")
+    job = Job(tmp_path, DeltaSink(str(uri), mode="append"))
+    with pytest.raises(SinkOutputError, match=r"is not a Delta table but holds files \(e.g. data"):
+        job.sink.prepare_output(job.context(1))
+    (uri / "data.csv").unlink()
+    job.write(1, [1])  # a dead run's file of the sink's own does not count
+    job.sink.prepare_output(job.context(1))
