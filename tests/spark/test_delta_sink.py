@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from job_scripts import run_script
 from sink_scenarios import (
     bounded_job,
     check_exactly_once,
@@ -103,3 +104,12 @@ def test_from_delta_unbounded_reads_appends_once_across_a_savepoint(
     client.stop(drain=True)
     assert client.result().status == "STOPPED"
     assert ids_of(f"{base}/copy") == list(range(450))
+
+
+def test_a_task_attempt_that_died_after_writing_leaves_no_rows_and_no_files(
+    tmp_path: Path,
+) -> None:
+    result = run_script(Path(__file__).with_name("delta_retry_job.py"), tmp_path)
+    assert result["markers"] == ["delta-writer-died"]  # the first attempt really died
+    assert result["v"] == list(range(3000))  # every row once
+    assert result["on_disk"] == result["in_table"]  # the dead attempt's files removed
