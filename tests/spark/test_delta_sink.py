@@ -17,7 +17,7 @@ from sink_scenarios import (
     stop_resume_at_another_parallelism_and_drain,
 )
 
-from flintlock import StreamExecutionEnvironment
+from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.sinks.delta import DeltaSink
 
 pytestmark = pytest.mark.slow
@@ -113,3 +113,17 @@ def test_a_task_attempt_that_died_after_writing_leaves_no_rows_and_no_files(
     assert result["markers"] == ["delta-writer-died"]  # the first attempt really died
     assert result["v"] == list(range(3000))  # every row once
     assert result["on_disk"] == result["in_table"]  # the dead attempt's files removed
+
+
+def test_available_now_runs_of_from_delta_copy_what_was_appended_since_the_last(
+    spark: Any, tmp_path: Path
+) -> None:
+    base, source = str(tmp_path), f"{tmp_path}/source"
+    write_deltalake(source, source_rows(range(100)))
+    once = EpochTrigger.available_now()
+    assert copy_job(spark, base, 2, unbounded=True).execute("copy", trigger=once).epochs >= 1
+    assert ids_of(f"{base}/copy") == list(range(100))
+    write_deltalake(source, source_rows(range(100, 130)), mode="append")
+    write_deltalake(source, source_rows(range(130, 150)), mode="append")
+    copy_job(spark, base, 2, unbounded=True).execute("copy", trigger=once)  # continues
+    assert ids_of(f"{base}/copy") == list(range(150))
