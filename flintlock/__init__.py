@@ -123,6 +123,7 @@ from flintlock.plugins.source_task import SourceStreamTask
 from flintlock.plugins.sqlite_backend import SQLiteStateBackend
 from flintlock.plugins.two_input_task import TwoInputStreamTask
 from flintlock.sinks.collect import CollectSink
+from flintlock.sinks.delta import DeltaSink
 from flintlock.sinks.files import FileSink
 from flintlock.sinks.print import PrintSink
 
@@ -146,6 +147,7 @@ __all__ = [
     "CommitError",
     "CommittableError",
     "DataStream",
+    "DeltaSink",
     "EmitAfterFinishError",
     "EpochSplits",
     "EpochTrigger",

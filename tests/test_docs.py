@@ -67,6 +67,11 @@ def test_readme_python_blocks_run(spark: Any) -> None:
     # the unbounded job: multiples of 3 below 1000, each once, over four epochs
     ids = sorted(namespace["multiples"].column("id").to_pylist())
     assert ids == [i for i in range(1000) if i % 3 == 0]
+    # the Delta Lake job: the orders with id >= 2, once each, in a table partitioned by country
+    expected_orders = [r for r in namespace["orders"].to_pylist() if r["id"] >= 2]
+    assert namespace["big_orders"].select(["id", "country"]).to_pylist() == expected_orders
+    delta_table = namespace["DeltaTable"](f"{namespace['folder']}/big_orders")
+    assert delta_table.metadata().partition_columns == ["country"]
 
 
 def test_example_plugin_readme_python_blocks_run() -> None:

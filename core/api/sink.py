@@ -65,6 +65,11 @@ class TwoPhaseCommitSink(ABC):
 
     name = "2pc-sink"
 
+    input_schema: pa.Schema | None = None
+    """The Arrow schema of the stream the sink writes, if known on the driver (set by
+    ``DataStream.sink_to``): a sink may create its output from it, or refuse in
+    ``prepare_output`` a stream its output cannot take, before any data is written."""
+
     # ---- writer side (tasks) ----
 
     @abstractmethod

@@ -357,6 +357,8 @@ class DataStream(BuildingStream):
         if isinstance(sink, TwoPhaseCommitSink):
             factory = self.env.operator("two_phase_commit_sink")
             label = self.env._unique(name or f"sink:{sink.name}")
+            if self.schema is not None:
+                sink.input_schema = self.schema
             self._then(label, label, lambda n: factory(sink, name=n), sink=sink, is_sink=True)
         else:
             factory = self.env.operator("sink")

@@ -179,9 +179,11 @@ class SourceMethods:
     ) -> DataStream:
         """A stream of a Delta Lake table (the ``delta`` source plugin, delta-rs: no JVM).
 
-        Bounded: the rows of one table version (``version``, else the newest). Unbounded:
-        the rows of that version, then epoch by epoch what later versions append; the
-        version read so far is the source's offset in each checkpoint."""
+        Bounded: the rows of one table version (``version``, else the newest when the job
+        is built), one data file per split. Unbounded: the rows of that version, then epoch
+        by epoch what later versions append (a version that removes files is refused); the
+        version read so far is the source's offset in each checkpoint. ``storage_options``
+        go to delta-rs (object stores)."""
         _check_batch_size(batch_size, "from_delta")
         factory = self.registry.get("source", "delta")
         source = factory(uri, version, unbounded, storage_options, batch_size)

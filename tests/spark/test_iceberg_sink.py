@@ -204,7 +204,7 @@ def test_from_iceberg_unbounded_stopped_and_resumed_reads_every_append_once(
 
 def test_the_readme_iceberg_example_writes_and_reads_the_table(spark: Any) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Apache Iceberg", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### Apache Iceberg\n", 1)[1].split("\n##", 1)[0]
     (block,) = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
     namespace: dict[str, Any] = {"pa": pa, "StreamExecutionEnvironment": StreamExecutionEnvironment}
     exec(compile(block, "README.md, Apache Iceberg", "exec"), namespace)
