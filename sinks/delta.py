@@ -23,7 +23,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flintlock.core.api.sink import OUTPUT_MODES
-from flintlock.core.checkpoint.storage import safe_name
 from flintlock.plugin_api import (
     CommitContext,
     CommittableError,
@@ -335,7 +334,7 @@ class DeltaSink(TwoPhaseCommitSink):
         return context.checkpoint_id >= first and (done is None or done < first)
 
     def _marker(self, context: CommitContext) -> str:
-        return f"{context.job_dir}/sinks/delta-{safe_name(context.sink_uid)}.json"
+        return context.sink_notes("delta")
 
     def _remove_strays(self, context: CommitContext, committables: list[Any]) -> None:
         """Delete this job's files of the committed checkpoint that its commit did not add

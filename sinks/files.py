@@ -153,13 +153,17 @@ class FileSink(TwoPhaseCommitSink):
                     f"job '{context.job_name}' will not write there with mode='error' (use "
                     f"another path, or mode='append' to write beside it)"
                 )
+        if self.mode == "overwrite":  # due at the new run's first commit, only there
+            notes = {"overwrite_from": context.checkpoint_id, "run_id": context.run_id}
+            context.storage.write_json_atomically(context.sink_notes("files"), notes)
         self._register(filesystem, base, context)
 
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
         filesystem, base = self.filesystem()
         for file in committables:  # check everything before publishing anything
             self.verify(filesystem, file, context)
-        if self.mode == "overwrite":
+        overwrite = self._overwrite_due(context)
+        if overwrite is not None:  # again after a crash: the run's own files stay
             mine = f"part-{context.run_id}-"
             for path in self._data_files(filesystem, base):
                 if not os.path.basename(path).startswith(mine):
@@ -167,6 +171,19 @@ class FileSink(TwoPhaseCommitSink):
         self._register(filesystem, base, context)
         for file in committables:
             self.commit_file(filesystem, file)
+        if overwrite is not None:
+            done = overwrite | {"done_at": context.checkpoint_id}
+            context.storage.write_json_atomically(context.sink_notes("files"), done)
+
+    def _overwrite_due(self, context: CommitContext) -> dict[str, Any] | None:
+        """The overwrite note if this commit replaces the path's data: the first commit
+        since a new run began with mode='overwrite' (not a later run that continues it)."""
+        path = context.sink_notes("files")
+        if self.mode != "overwrite" or not context.storage.exists(path):
+            return None
+        notes = context.storage.read_json(path)
+        due = "done_at" not in notes and context.checkpoint_id >= notes["overwrite_from"]
+        return notes if due else None
 
     def verify(
         self, filesystem: pafs.FileSystem, file: dict[str, Any], context: CommitContext

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.storage import safe_name
 from flintlock.plugin_api import CommitContext, CommitError, FlintlockError, SinkOutputError
 from flintlock.sinks import iceberg_tables as tables
 
@@ -172,7 +171,7 @@ class IcebergCommitter:
         return context.checkpoint_id >= start and (last is None or last["checkpoint_id"] < start)
 
     def _intent_file(self, context: CommitContext) -> str:
-        return f"{context.job_dir}/iceberg-{safe_name(context.sink_uid or 'sink')}.json"
+        return context.sink_notes("iceberg")
 
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """Delete the data files of this job's checkpoints newer than its last commit to

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.task_info import TaskInfo
 
 OUTPUT_MODES = ("error", "append", "overwrite")
@@ -50,6 +50,11 @@ class CommitContext:
     def job_dir(self) -> str:
         """The job's folder in checkpoint storage (sinks may keep their results there)."""
         return self.storage.job_dir(self.job_name)
+
+    def sink_notes(self, kind: str) -> str:
+        """The JSON file in the job's folder where this sink's committer keeps notes that
+        outlive a run (e.g. from which checkpoint an overwrite is due): one per sink uid."""
+        return f"{self.job_dir}/sinks/{kind}-{safe_name(self.sink_uid or 'sink')}.json"
 
 
 class TwoPhaseCommitSink(ABC):

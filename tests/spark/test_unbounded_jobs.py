@@ -17,6 +17,7 @@ from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.job.client import JobClient
 from flintlock.core.job_errors import JobControlError
+from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 
 pytestmark = pytest.mark.slow
@@ -130,15 +131,21 @@ def test_once_runs_one_epoch_and_the_next_start_continues(spark: Any, tmp_path: 
         assert figures["records_out"] == {"source:sequence": 300, "keyed_process -> files": 300}
 
 
-def test_a_driver_killed_between_epochs_restarts_exactly_once(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["error", "overwrite"])
+def test_a_driver_killed_between_epochs_restarts_exactly_once(
+    spark: Any, tmp_path: Path, mode: str
+) -> None:
+    """The start after the kill continues the job (a new run id): an overwrite sink
+    replaced the output at the job's first commit and must not again."""
     base = str(tmp_path)
     script = Path(__file__).with_name("unbounded_jobs.py")
     done = subprocess.run(
-        [sys.executable, str(script), base, "3"], capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), base, "3", mode], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == -9, done.stdout[-2000:] + done.stderr[-3000:]
     assert sorted(r["id"] for r in committed_rows(base)) == list(range(900))
-    result = build(spark, base, end=3000).execute("unbounded")  # continues from chk-3
+    sink = FileSink(f"{base}/out", mode=mode)
+    result = build(spark, base, end=3000, sink=sink).execute("unbounded")  # from chk-3
     assert result.status == "FINISHED"
     rows, timers = data_and_timer_rows(committed_rows(base))
     assert sorted(r["id"] for r in rows) == list(range(3000))

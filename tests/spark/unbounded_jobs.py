@@ -4,8 +4,8 @@ Each key's function keeps a running sum and an event-time timer far in the futur
 fires only when the input ends (MAX_WATERMARK: the sequence's end, or a stop with
 drain), emitting one row per key with id -1 and the key's final total.
 
-``python unbounded_jobs.py BASE KILL_AFTER``: runs the job with its driver SIGKILLed
-after KILL_AFTER epochs (before the next one starts), once.
+``python unbounded_jobs.py BASE KILL_AFTER [MODE]``: runs the job with its driver SIGKILLed
+after KILL_AFTER epochs (before the next one starts), once; MODE is the FileSink's.
 """
 
 from __future__ import annotations
@@ -143,6 +143,7 @@ if __name__ == "__main__":
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
     base, kill_after = sys.argv[1], int(sys.argv[2])
-    env = build(start_session("local[2]"), base, end=3000)
+    mode = sys.argv[3] if len(sys.argv) > 3 else "error"
+    env = build(start_session("local[2]"), base, end=3000, sink=FileSink(f"{base}/out", mode=mode))
     env.execute("unbounded", progress=killed_after(kill_after))
     print("RESULT not killed")
