@@ -101,6 +101,43 @@ class FileSinkTarget(ChaosTarget):
 
 
 @register
+class DeltaTarget(ChaosTarget):
+    """The DeltaSink: a Delta table in ``<base>/delta``, read with deltalake's own reader."""
+
+    name = "delta"
+
+    @property
+    def output(self) -> Path:
+        return self.base / "delta"
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        from flintlock.sinks.delta import DeltaSink
+
+        return DeltaSink(str(self.output))
+
+    def read_back(self) -> list[dict[str, Any]]:
+        from delta_tables import read_delta
+
+        if not (self.output / "_delta_log").is_dir():
+            return []
+        return read_delta(self.output).to_pylist()
+
+    def leftovers(self) -> list[str]:
+        """Parquet files in the table's folder that its newest version does not add."""
+        from deltalake import DeltaTable
+
+        table = DeltaTable(str(self.output))
+        referenced = {os.path.normpath(uri.removeprefix("file://")) for uri in table.file_uris()}
+        found = {
+            os.path.normpath(os.path.join(folder, file))
+            for folder, _, files in os.walk(self.output)
+            if "_delta_log" not in folder
+            for file in files
+        }
+        return sorted(os.path.relpath(path, self.output) for path in found - referenced)
+
+
+@register
 class IcebergTarget(ChaosTarget):
     """The IcebergSink: table ``chaos.out`` in the embedded SQL catalog of
     ``<base>/warehouse``, read with pyiceberg's own scan."""
