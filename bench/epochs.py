@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
+from timing import local_session
 
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
@@ -521,18 +522,7 @@ def print_latency(found: dict[str, Any], rate: float) -> None:
 
 def start_spark() -> Any:
     """A quiet local[2] session with adaptive execution off."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
-    )
+    return local_session()
 
 
 def main() -> None:

@@ -1,8 +1,10 @@
-"""Timing shared by the benchmarks: medians of interleaved runs."""
+"""Shared by the benchmarks: medians of interleaved runs, and the quiet local Spark session."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,3 +23,22 @@ def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[
             results[name] = work()
             seconds[name].append(time.perf_counter() - started)
     return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
+
+
+def local_session(driver_memory: str | None = None) -> Any:
+    """A quiet ``local[2]`` session with adaptive execution off, its workers on this
+    interpreter (the same for every benchmark, so their figures compare)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .config("spark.sql.adaptive.enabled", "false")
+    )
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
+    return builder.getOrCreate()

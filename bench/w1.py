@@ -12,7 +12,6 @@ as it is (``--input uncached``, each run computes it) or cached once (``--input 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -23,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import w1
 from pyspark import cloudpickle
-from timing import timed
+from timing import local_session, timed
 
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 
@@ -36,19 +35,7 @@ def main() -> None:
     parser.add_argument("--input", choices=["uncached", "cached"], default="uncached")
     parser.add_argument("--skip-per-record", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session(driver_memory="4g")
     frame = w1.w1_input(spark, args.rows, partitions=2)
     if args.input == "cached":
         frame = frame.cache()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import shutil
 import sys
 import tempfile
@@ -42,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import w1
 from pyspark import cloudpickle
-from timing import timed
+from timing import local_session, timed
 
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.float64())])
@@ -155,19 +154,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sinks", default="files,delta,iceberg,postgres")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
-    )
+    spark = local_session(driver_memory="4g")
     scratch = tempfile.mkdtemp(prefix="flintlock-w4-")
     targets = Targets(scratch)
     in_memory = output_frame(spark, args.rows).toArrow()

@@ -19,7 +19,12 @@ releases, these names stay. CONTRIBUTING.md walks through each kind of plugin.
 """
 
 from flintlock.core.api.functions import Function, RuntimeContext, SinkFunction
-from flintlock.core.api.sink import CommitContext, SinkWriterContext, TwoPhaseCommitSink
+from flintlock.core.api.sink import (
+    OUTPUT_MODES,
+    CommitContext,
+    SinkWriterContext,
+    TwoPhaseCommitSink,
+)
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import (
     ChainError,
@@ -86,6 +91,7 @@ __all__ = [
     "MAX_TIMESTAMP",
     "MAX_WATERMARK",
     "MIN_TIMESTAMP",
+    "OUTPUT_MODES",
     "ChainError",
     "ChannelError",
     "CheckpointBarrier",

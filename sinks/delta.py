@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.api.sink import OUTPUT_MODES
 from flintlock.plugin_api import (
+    OUTPUT_MODES,
     CommitContext,
     CommittableError,
     SinkOutputError,

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from flintlock.core.checkpoint.storage import safe_name
 from flintlock.plugin_api import (
+    OUTPUT_MODES,
     CommitContext,
     CommittableError,
     SinkOutputError,
@@ -31,8 +32,6 @@ from flintlock.plugin_api import (
 )
 from flintlock.sinks import iceberg_tables as tables
 from flintlock.sinks.iceberg_commit import IcebergCommitter
-
-OUTPUT_MODES = ("error", "append", "overwrite")
 
 
 @dataclass
