@@ -23,6 +23,7 @@ class IcebergCommitter:
     identifier: tuple[str, str]
     catalog: tables.CatalogSpec
     schema: Any
+    input_schema: Any
     mode: str
     partition_by: list[str]
 
@@ -90,8 +91,9 @@ class IcebergCommitter:
                 f"IcebergSink(..., mode='append') to add to it, mode='overwrite' to replace "
                 f"its rows, or another table"
             )
-        if self.schema is not None:
-            problems = tables.schema_misfit(self.schema, table.schema())
+        schema = self.stream_schema()
+        if schema is not None:
+            problems = tables.schema_misfit(schema, table.schema())
             if problems:
                 raise SinkOutputError(
                     f"the stream's schema does not fit Iceberg table {self.table}: "
@@ -99,20 +101,26 @@ class IcebergCommitter:
                 )
         return table
 
+    def stream_schema(self) -> Any:
+        """The rows' schema: ``schema=``, else the stream's when the job knows it."""
+        return self.schema if self.schema is not None else self.input_schema
+
     def _create(self, catalog: Any, context: CommitContext) -> Any:
-        if self.schema is None:
+        schema = self.stream_schema()
+        if schema is None:
             raise SinkOutputError(
-                f"Iceberg table {self.table} does not exist in {tables.describe(self.catalog)}: "
-                f"pass schema= (a pyarrow.Schema) to IcebergSink to create it, or create it "
-                f"first; job '{context.job_name}' wrote nothing"
+                f"Iceberg table {self.table} does not exist in {tables.describe(self.catalog)}"
+                f" and the stream's schema is not known before it runs: pass schema= (a "
+                f"pyarrow.Schema) to IcebergSink to create it, or create it first; job "
+                f"'{context.job_name}' wrote nothing"
             )
-        missing = [name for name in self.partition_by if name not in self.schema.names]
+        missing = [name for name in self.partition_by if name not in schema.names]
         if missing:
             raise SinkOutputError(
                 f"IcebergSink('{self.table}'): partition_by names {', '.join(missing)}, not "
-                f"columns of the schema ({', '.join(self.schema.names)})"
+                f"columns of the schema ({', '.join(schema.names)})"
             )
-        table = catalog.create_table(self.table, schema=self.schema)
+        table = catalog.create_table(self.table, schema=schema)
         if self.partition_by:
             with table.update_spec() as update:
                 for name in self.partition_by:

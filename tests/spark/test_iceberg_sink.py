@@ -56,6 +56,18 @@ def test_stop_resume_at_another_parallelism_and_drain(spark: Any, tmp_path: Path
     assert len(committed) == len(table.inspect.files())  # no leftovers beside the table
 
 
+def test_a_new_table_takes_the_streams_schema_when_the_job_knows_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=f"{tmp_path}/c")
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    rows = [{"id": i, "name": f"n{i}"} for i in range(50)]
+    env.from_collection(rows, schema=schema).sink_to(IcebergSink("db.out", warehouse=warehouse))
+    env.execute("schema-from-the-stream")
+    assert sorted(read_back(warehouse), key=lambda row: row["id"]) == rows
+
+
 def test_a_job_whose_rows_do_not_fit_the_table_is_refused_before_spark_runs(
     spark: Any, tmp_path: Path
 ) -> None:
