@@ -74,7 +74,8 @@ def flintlock_run(spark: Any, rows: int, per_checkpoint: int, sink: Any, scratch
 
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=scratch)
     stream = env.from_sequence(end=rows, rows_per_epoch=2 * per_checkpoint)
-    stream = stream.map_batch(w1_rows, output_schema=SCHEMA).map_batch(w1.double_value)
+    stream = stream.map_batch(w1_rows, output_schema=SCHEMA)
+    stream = stream.map_batch(w1.double_value, output_schema=SCHEMA)
     stream.filter_batch(w1.even_key).sink_to(sink, name="w4")
     result = env.execute(f"w4-{uuid.uuid4().hex[:8]}", trigger=EpochTrigger.available_now())
     return result.epochs
