@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+from unbounded_jobs import RunningSumUntilTheEnd
 
 from flintlock import (
     CoProcessFunction,
-    KeyedProcessFunction,
     SourceReader,
     ValueStateDescriptor,
     WatermarkStrategy,
@@ -126,7 +126,6 @@ LANE_ROWS_PER_EPOCH = 150
 LANE_KEYS = 4
 """Keys id % 4: 0 and 2 come from subtask 0 only, 1 and 3 from subtask 1 only, so each
 key's rows arrive in order on one channel and its running sums are exact."""
-LANE_OUT = pa.schema([("k", pa.int64()), ("id", pa.int64()), ("total", pa.int64())])
 
 
 class _LaneReader(SourceReader):
@@ -174,25 +173,6 @@ class Lanes(UnboundedSource):
         return _LaneReader(subtask_index, splits)
 
 
-class LaneSums(KeyedProcessFunction):
-    """Each row with its key's running sum; the key's total once the input ended."""
-
-    output_schema = LANE_OUT
-
-    def open(self) -> None:
-        self.total = self.runtime_context.get_state(
-            ValueStateDescriptor("total", pa.int64(), default=0)
-        )
-
-    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
-        self.total.update(self.total.value() + value["id"])
-        ctx.timer_service().register_event_time_timer(FAR)
-        out.collect({"k": value["id"] % LANE_KEYS, "id": value["id"], "total": self.total.value()})
-
-    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
-        out.collect({"k": ctx.get_current_key(), "id": -1, "total": self.total.value()})
-
-
 def build_lanes(spark: Any, base: str, plugins: list[Any] = ()) -> StreamExecutionEnvironment:
     """Lanes -> a chained map ("tag") -> keyed running sums -> FileSink."""
     env = StreamExecutionEnvironment(
@@ -201,7 +181,8 @@ def build_lanes(spark: Any, base: str, plugins: list[Any] = ()) -> StreamExecuti
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     lanes = env.from_source(Lanes(), strategy, name="lanes")
     tagged = lanes.map_batch(same_batch, name="tag", output_schema=SEQUENCE_SCHEMA)
-    sums = tagged.key_by(lambda row: row["id"] % LANE_KEYS).process(LaneSums(), name="sums")
+    keyed = tagged.key_by(lambda row: row["id"] % LANE_KEYS)
+    sums = keyed.process(RunningSumUntilTheEnd(), name="sums")
     sums.sink_to(FileSink(f"{base}/out"), name="files")
     return env
 

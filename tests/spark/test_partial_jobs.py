@@ -12,6 +12,7 @@ from typing import Any
 
 import partial_jobs
 import pytest
+import unbounded_jobs
 from partial_jobs import (
     EpochRecorder,
     build,
@@ -26,6 +27,7 @@ from flintlock.core.api.triggers import EpochTrigger
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(partial_jobs)  # workers cannot import tests/
+cloudpickle.register_pickle_by_value(unbounded_jobs)  # partial_jobs' keyed function
 
 ENDS = {"operator_end_input", "operator_finish", "function_finish"}
 MAX = 2**63 - 1
