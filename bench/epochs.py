@@ -51,6 +51,7 @@ from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
 from flintlock.core.job.epoch_run import EpochRun
 from flintlock.core.job.master import JobMaster
+from flintlock.core.spark.epoch_frames import EpochFrames
 from flintlock.core.spark.stage import StageFunction
 from flintlock.sinks.files import FileSink
 
@@ -112,7 +113,7 @@ STEPS: list[tuple[str, Any, str]] = [
     ("control requests (poll)", JobControl, "next_request"),
     ("plan source splits", EpochLoop, "_plan_sources"),
     ("checkpoint details", JobMaster, "checkpoint_details"),
-    ("build the epoch's DataFrame", JobMaster, "_epoch_frame"),
+    ("build the epoch's DataFrame", EpochFrames, "frame_for"),
     ("Spark job (toArrow)", None, "toArrow"),  # the session's DataFrame class
     ("read acknowledgements", JobMaster, "_read_messages"),
     ("complete checkpoint (metadata)", CheckpointCoordinator, "complete"),
@@ -145,7 +146,7 @@ class DriverSplit:
             )
         split = self
         keep_acks = name == "complete"
-        keep_plan = name == "_epoch_frame"
+        keep_plan = name == "frame_for"
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             if keep_plan:

@@ -14,9 +14,13 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from flintlock.core.errors import ChannelError
 
 ACK_VERTEX = -1
-"""Destination of acknowledgements and reports: the final acknowledgement stage."""
+"""Destination of acknowledgements and reports: the driver, which collects the epoch's last
+stage."""
 
 
 class Kind(enum.IntEnum):
@@ -73,6 +77,19 @@ def encode_json(document: Any) -> bytes:
 def decode_json(payload: bytes) -> Any:
     """Inverse of ``encode_json``."""
     return json.loads(payload)
+
+
+def check_for_driver(messages: pa.Table) -> None:
+    """Refuse messages for a vertex among those the driver collected from an epoch's last
+    stage: only acknowledgements and reports may reach it (anything else is a routing bug
+    that would lose data silently)."""
+    destinations = messages.column("dest_vertex")
+    strays = pc.filter(destinations, pc.not_equal(destinations, ACK_VERTEX))
+    if len(strays):
+        raise ChannelError(
+            f"the driver received {len(strays)} message(s) for vertex {strays[0].as_py()} "
+            f"from the epoch's last stage: only acknowledgements and reports may reach it"
+        )
 
 
 class MessageBuffer:

@@ -95,7 +95,7 @@ class MessageWriter:
     # ---- forwarding ----
 
     def send_towards_driver(self, kind: Kind, payload: bytes) -> None:
-        """An ACK or REPORT, one hop towards the final acknowledgement stage."""
+        """An ACK or REPORT, one hop towards the driver (it collects the last stage)."""
         dest_vertex, dest_subtask = self.plan.ack_hop(self.vertex.id, self.subtask)
         key = channel_key(self.vertex.id, self.subtask, dest_vertex, dest_subtask)
         route = self.plan.route(self.stage, dest_vertex, dest_subtask, key)

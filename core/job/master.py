@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan
 from flintlock.core.checkpoint.savepoints import new_savepoint_root
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier
-from flintlock.core.exchange.messages import MESSAGE_DDL, Kind, decode_json
+from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
@@ -30,15 +29,15 @@ from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.spark.epoch_frames import EpochFrames, epoch_property
 from flintlock.core.spark.failures import (
     spark_failures_as_flintlock_errors,
     task_markers_dir,
 )
 from flintlock.core.spark.sources import adaptive_execution_off, with_source_partitions
-from flintlock.core.spark.stage import StageFunction, acknowledgement_stage
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -71,6 +70,7 @@ class JobMaster(JobResults):
         self, spark: SparkSession, transformations: list[Transformation], config: JobConfig
     ) -> None:
         self.spark = spark
+        self.epoch_frames = EpochFrames(spark)
         self.transformations = transformations
         self.config = config
         self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
@@ -227,8 +227,8 @@ class JobMaster(JobResults):
         canceled (a second Ctrl-C) before or while it ran completes nothing."""
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
         job_signals.check_canceled()
-        with adaptive_execution_off(self.spark), failures:
-            messages = self._epoch_frame(plan).toArrow()
+        with adaptive_execution_off(self.spark), failures, epoch_property(self.spark, plan):
+            messages = self.epoch_frames.frame_for(plan).toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
         self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
@@ -315,25 +315,10 @@ class JobMaster(JobResults):
             if hasattr(error, "add_note"):
                 error.add_note(f"(the job's FAILED result could not be recorded: {recording})")
 
-    def _epoch_frame(self, plan: ExecutionPlan) -> DataFrame:
-        """The epoch as one DataFrame: source stage, exchanges, acknowledgement stage."""
-        layers = plan.graph.layers()
-        frames = []
-        for vertex in layers[0]:
-            head = vertex.transformations[0]
-            frame = head.spark_source
-            if frame is None:
-                frame = self.spark.range(0, vertex.parallelism, 1, vertex.parallelism)
-            frames.append(frame.mapInArrow(StageFunction(plan, 0), MESSAGE_DDL))
-        stage = reduce(lambda a, b: a.union(b), frames)
-        for index in range(1, len(layers)):
-            stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
-                StageFunction(plan, index), MESSAGE_DDL
-            )
-        return stage.repartitionById(1, "route").mapInArrow(acknowledgement_stage, MESSAGE_DDL)
-
     def _read_messages(self, messages: pa.Table) -> list[dict[str, Any]]:
-        """Acknowledgements for the coordinator; reports go back to their plugins."""
+        """Acknowledgements for the coordinator; reports go back to their plugins. The last
+        stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
+        check_for_driver(messages)
         acknowledgements = []
         kinds = messages.column("kind").to_pylist()
         payloads = messages.column("payload").to_pylist()

@@ -5,10 +5,14 @@ Built on the driver, shipped in each stage's closure (cloudpickle), read on work
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import base64
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import cloudpickle
+
 from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.errors import FlintlockError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import ACK_VERTEX
 from flintlock.core.plan.graph import JobGraph, JobVertex
@@ -52,8 +56,42 @@ class ExecutionPlan:
                 self.offsets[vertex.id] = start
                 start += vertex.parallelism
             self.stage_widths.append(start)
-        self.stage_widths.append(1)  # the final acknowledgement stage
+        self.stage_widths.append(1)  # the driver, which collects the last stage
         self.ack_stage = len(layers)
+
+    def epoch_part(self) -> dict[str, Any]:
+        """What differs between the epochs of one run (the rest is its layout)."""
+        return {name: getattr(self, name) for name in EPOCH_FIELDS}
+
+    def encoded_epoch_part(self) -> str:
+        """The per-epoch part as text for a Spark local property (it holds user source
+        splits, so cloudpickle, as the stage's closure does; it is never stored)."""
+        return base64.b64encode(cloudpickle.dumps(self.epoch_part())).decode("ascii")
+
+    def for_epoch(self, encoded: str | None) -> ExecutionPlan:
+        """In a task: this run's template plan with the epoch's encoded part applied."""
+        if encoded is None:
+            raise FlintlockError(
+                f"job {self.job_name!r}: a task of a reused epoch stage found no "
+                f"{EPOCH_PROPERTY!r} local property (a stage run outside JobMaster.run_epoch)"
+            )
+        return self.with_epoch_part(cloudpickle.loads(base64.b64decode(encoded)))
+
+    def with_epoch_part(self, part: dict[str, Any]) -> ExecutionPlan:
+        """This run's plan for the epoch whose ``epoch_part`` is ``part``."""
+        return replace(self, **part)
+
+    def same_layout(self, other: ExecutionPlan) -> bool:
+        """Whether both plans run the same stages (the same run, graph and settings), so
+        one epoch's stages serve the other with its epoch part."""
+        mine = {k: v for k, v in vars(self).items() if k not in EPOCH_FIELDS}
+        theirs = {k: v for k, v in vars(other).items() if k not in EPOCH_FIELDS}
+        return (
+            self.graph is other.graph
+            and self.plugins is other.plugins
+            and {k: v for k, v in mine.items() if k not in ("graph", "plugins")}
+            == {k: v for k, v in theirs.items() if k not in ("graph", "plugins")}
+        )
 
     def finished_at(self, vertex_name: str, subtask: int) -> int | None:
         """The checkpoint a finished subtask finished in; None if it runs this epoch."""
@@ -98,6 +136,21 @@ class ExecutionPlan:
     def expected_subtasks(self) -> set[tuple[str, int]]:
         """Every (vertex name, subtask) that must acknowledge the epoch."""
         return {(v.name, s) for v in self.vertices.values() for s in range(v.parallelism)}
+
+
+EPOCH_PROPERTY = "flintlock.epoch.plan"
+"""The Spark local property that carries an epoch's part of the plan to its tasks."""
+
+EPOCH_FIELDS = (
+    "epoch",
+    "barrier",
+    "restores",
+    "source_epochs",
+    "snapshot_root",
+    "finished_vertices",
+    "finished_subtasks",
+)
+"""The fields of ``ExecutionPlan`` that change from one epoch of a run to the next."""
 
 
 def channel_key(src_vertex: int, src_subtask: int, dest_vertex: int, dest_subtask: int) -> int:

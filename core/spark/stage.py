@@ -12,13 +12,13 @@ import greenlet
 import pyarrow as pa
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.errors import ChannelError, FlintlockError, LifecycleError, TaskCanceled
-from flintlock.core.exchange.messages import ACK_VERTEX, Kind, encode_json
+from flintlock.core.errors import FlintlockError, LifecycleError, TaskCanceled
+from flintlock.core.exchange.messages import Kind, encode_json
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
-from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
 from flintlock.core.runtime.environment import TaskEnvironment
 from flintlock.core.runtime.finished_task import run_finished_subtask
@@ -35,12 +35,21 @@ class StageFunction:
 
     ``partition_offset`` is where this function's partitions start in the stage (a union
     numbers partitions end to end); subtask = ``partitionId() - offset`` (SPARK_NOTES.md).
+    With ``epoch_from_task``, ``plan`` is the run's template and the epoch's part comes
+    from the Spark job's local property (core/spark/epoch_frames.py).
     """
 
-    def __init__(self, plan: ExecutionPlan, stage: int, partition_offset: int = 0) -> None:
+    def __init__(
+        self,
+        plan: ExecutionPlan,
+        stage: int,
+        partition_offset: int = 0,
+        epoch_from_task: bool = False,
+    ) -> None:
         self.plan = plan
         self.stage = stage
         self.partition_offset = partition_offset
+        self.epoch_from_task = epoch_from_task
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -48,6 +57,8 @@ class StageFunction:
         spark_task = TaskContext.get()
         assert spark_task is not None, "a stage function runs inside a Spark task"
         plan = self.plan
+        if self.epoch_from_task:
+            plan = plan.for_epoch(spark_task.getLocalProperty(EPOCH_PROPERTY))
         vertex, subtask = plan.locate(self.stage, spark_task.partitionId() - self.partition_offset)
         info = TaskInfo(
             task_name=vertex.name,
@@ -63,11 +74,11 @@ class StageFunction:
             job_id=plan.job_id,
         )
         if plan.finished_at(vertex.name, subtask) is not None:
-            yield from self._run_finished(info, vertex, subtask, batches)
+            yield from self._run_finished(plan, info, vertex, subtask, batches)
             return
         try:
             try:
-                task, writer, reader = self._deploy(info, vertex, subtask, batches)
+                task, writer, reader = self._deploy(plan, info, vertex, subtask, batches)
             except Exception as error:  # before the lifecycle: plugins, operator factories
                 raise _deploy_failure(info, vertex, error) from error
             _leave_marker(task.environment.storage, info)
@@ -85,11 +96,15 @@ class StageFunction:
             bind_partition_input(None)
 
     def _run_finished(
-        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+        self,
+        plan: ExecutionPlan,
+        info: TaskInfo,
+        vertex: JobVertex,
+        subtask: int,
+        batches: Iterator[pa.RecordBatch],
     ) -> Iterator[pa.RecordBatch]:
         """A finished subtask (of a fully finished vertex, or alone): no plugin, no
         operator, no lifecycle call."""
-        plan = self.plan
         writer = MessageWriter(plan, vertex, subtask)
         reader = None
         if not vertex.transformations[0].is_source:
@@ -102,10 +117,14 @@ class StageFunction:
                 pass
 
     def _deploy(
-        self, info: TaskInfo, vertex: JobVertex, subtask: int, batches: Iterator[pa.RecordBatch]
+        self,
+        plan: ExecutionPlan,
+        info: TaskInfo,
+        vertex: JobVertex,
+        subtask: int,
+        batches: Iterator[pa.RecordBatch],
     ) -> tuple[StreamTask, MessageWriter, MessageReader | None]:
         """Build the subtask: its input, output, plugins, operators and task type."""
-        plan = self.plan
         writer = MessageWriter(plan, vertex, subtask)
         reader = None
         if vertex.transformations[0].is_source:
@@ -214,12 +233,3 @@ def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa
         raise
     if len(writer.buffer):
         yield writer.buffer.take()
-
-
-def acknowledgement_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The final stage: passes on the acknowledgements and reports for the driver."""
-    for batch in batches:
-        wrong = [v for v in batch.column("dest_vertex").to_pylist() if v != ACK_VERTEX]
-        if wrong:
-            raise ChannelError(f"the acknowledgement stage received messages for vertex {wrong[0]}")
-        yield batch

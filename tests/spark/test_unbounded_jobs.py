@@ -17,6 +17,7 @@ from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.job.client import JobClient
 from flintlock.core.job_errors import JobControlError
+from flintlock.core.spark import epoch_frames
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 
@@ -108,13 +109,21 @@ def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
     assert ids == list(range(300 * result.epochs))
 
 
-def test_available_now_reads_to_the_end_and_finishes(spark: Any, tmp_path: Path) -> None:
+def test_available_now_reads_to_the_end_and_finishes(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = str(tmp_path)
+    built = []
+    build_frame = epoch_frames.build_epoch_frame
+    monkeypatch.setattr(
+        epoch_frames, "build_epoch_frame", lambda *a: built.append(a) or build_frame(*a)
+    )
     result = build(spark, base, end=1000).execute(
         "bounded-seq", trigger=EpochTrigger.available_now()
     )
     assert result.status == "FINISHED"
     assert result.epochs == 4  # 300, 300, 300, 100: the sequence ended in the fourth
+    assert len(built) == 1  # the run's epochs reuse one DataFrame, each with its own part
     rows, timers = data_and_timer_rows(committed_rows(base))
     assert sorted(r["id"] for r in rows) == list(range(1000))
     assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(1000)).items())
