@@ -532,7 +532,8 @@ class Chain:
             text = f"{type(error).__name__}: {error}"
             self.note(f"REFUSED {request.plan['id']} {text}")
             refused = time.monotonic() - started < REFUSED_WITHIN
-            expired = "its driver is gone" in text  # the run it was sent to was killed
+            # the run it was sent to was killed, before or after the request reached it
+            expired = "its driver is gone" in text or "its last driver," in text
             if "(recorded FINISHED" in text:  # sent again, but the job ended first
                 request.tries.append(text)
                 request.state = "planned"
