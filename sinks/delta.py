@@ -98,15 +98,27 @@ class DeltaSink(TwoPhaseCommitSink):
         self.mode = mode
         self.partition_by = list(partition_by) if partition_by is not None else None
         self.storage_options = storage_options
+        self._loaded: Any = None
+        """The committer's table, brought up to date at each use (not pickled)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_loaded": None}
 
     def table(self) -> Any:
-        """The newest version of the table, or None if there is no Delta table at ``uri``."""
+        """The newest version of the table, or None if there is no Delta table at ``uri``.
+        The driver keeps the table it loaded and reads only the log's newer versions."""
         module = deltalake()
         try:
             if not module.DeltaTable.is_deltatable(self.uri, self.storage_options):
+                self._loaded = None
                 return None
-            return module.DeltaTable(self.uri, storage_options=self.storage_options)
+            if self._loaded is not None:
+                self._loaded.update_incremental()
+                return self._loaded
+            self._loaded = module.DeltaTable(self.uri, storage_options=self.storage_options)
+            return self._loaded
         except (module.exceptions.DeltaError, OSError) as error:
+            self._loaded = None
             raise SinkOutputError(
                 f"DeltaSink cannot read the Delta table {self.uri}: {type(error).__name__}: {error}"
             ) from error
