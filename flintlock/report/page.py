@@ -1,0 +1,191 @@
+"""The report as one self-contained HTML page: inline CSS and SVG, no script, no link.
+
+A browser opening it fetches nothing: every chart is inlined matplotlib SVG and every
+figure is also a plain table, so it reads without the charts too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from html import escape
+
+from flintlock.report import charts
+from flintlock.report.model import RunReport
+
+STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f0f3f8; } td.num { text-align: right; }
+.chart svg { max-width: 100%; height: auto; } .none { color: #777; font-style: italic; }
+tr.failed td { background: #fde8e8; }
+"""
+
+
+def render_page(report: RunReport) -> str:
+    """The whole report page of ``report``."""
+    sections = [
+        _header(report),
+        _graph_section(report),
+        _epochs_section(report),
+        _watermarks_section(report),
+        _phases_section(report),
+        _failures_section(report),
+        _metrics_section(report),
+    ]
+    title = escape(f"flintlock report: {report.job_name}")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(sections)
+        + "\n</body></html>\n"
+    )
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[object]], css_id: str = "") -> str:
+    """An HTML table; numbers right-aligned, everything escaped."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="num">{value:,}</td>'
+            if isinstance(value, int) and not isinstance(value, bool)
+            else f"<td>{escape(str(value))}</td>"
+            for value in row
+        )
+        body.append(f"<tr>{cells}</tr>")
+    ident = f' id="{css_id}"' if css_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+def _none(text: str) -> str:
+    return f'<p class="none">{escape(text)}</p>'
+
+
+def _chart(svg: str) -> str:
+    return f'<div class="chart">{svg}</div>'
+
+
+def _header(report: RunReport) -> str:
+    runs = ", ".join(report.runs) or "none recorded"
+    return (
+        f"<h1>{escape(report.job_name)}</h1>"
+        f"<p>status <b>{escape(report.status or 'never ran')}</b> · job id "
+        f"{escape(report.job_id)} · runs {escape(runs)} · folder {escape(report.folder)}</p>"
+    )
+
+
+def _graph_section(report: RunReport) -> str:
+    if not report.vertices:
+        return "<h2>Job graph</h2>" + _none("no graph recorded")
+    names = {v.id: v.name for v in report.vertices}
+    vertices = table(
+        ("vertex", "operators", "task type", "parallelism", "stage"),
+        (
+            (v.name, ", ".join(v.operators), v.task_type, v.parallelism, v.stage)
+            for v in report.vertices
+        ),
+        "vertices",
+    )
+    edges = table(
+        ("from", "to", "input", "partitioner"),
+        (
+            (names[e.source], names[e.target], e.input, e.partitioner + _side(e.side_output))
+            for e in report.edges
+        ),
+        "edges",
+    )
+    chart = _chart(charts.graph_chart(report.vertices, report.edges))
+    return f"<h2>Job graph</h2>{chart}{vertices}{edges}"
+
+
+def _side(tag: str | None) -> str:
+    return f" (side output {tag})" if tag else ""
+
+
+def _epochs_section(report: RunReport) -> str:
+    if not report.epochs:
+        return "<h2>Epochs</h2>" + _none("no epoch completed")
+    failed_at = [f.checkpoint_id for f in report.failures if f.checkpoint_id is not None]
+    chart = _chart(charts.epochs_chart(report.epochs, failed_at))
+    rows = (
+        (
+            f"chk-{e.checkpoint_id}",
+            e.run_id,
+            e.kind + (" (final)" if e.final else ""),
+            f"{e.seconds:.3f}",
+            e.rows,
+            "; ".join(f"{n} {e.records_in.get(n, 0):,} → {c:,}" for n, c in e.records_out.items()),
+            e.checkpoint_bytes,
+            _when(e.time),
+        )
+        for e in report.epochs
+    )
+    headers = ("checkpoint", "run", "kind", "seconds", "rows", "records in → out", "bytes", "at")
+    return f"<h2>Epochs</h2>{chart}{table(headers, rows, 'epochs')}"
+
+
+def _watermarks_section(report: RunReport) -> str:
+    if not report.has_watermarks:
+        return "<h2>Watermarks</h2>" + _none("no watermarks recorded for this job's epochs")
+    rows = (
+        (f"chk-{e.checkpoint_id}", name, _watermark_text(value))
+        for e in report.epochs
+        for name, value in (e.watermarks or {}).items()
+    )
+    chart = _chart(charts.watermarks_chart(report.epochs))
+    return f"<h2>Watermarks</h2>{chart}" + table(
+        ("checkpoint", "vertex", "watermark"), rows, "watermarks"
+    )
+
+
+def _watermark_text(value: object) -> str:
+    number = charts.watermark_value(value)
+    return "-" if number is None else f"{number:,.0f}"
+
+
+def _phases_section(report: RunReport) -> str:
+    title = "<h2>Lifecycle phases per subtask</h2>"
+    if not report.phases:
+        return title + _none("no lifecycle phases recorded")
+    return title + _chart(charts.gantt_chart(report.phases))
+
+
+def _failures_section(report: RunReport) -> str:
+    if not report.failures:
+        return "<h2>Failures</h2>" + _none("no failure recorded")
+    rows = [
+        (
+            _when(f.time),
+            f.run_id,
+            f"chk-{f.checkpoint_id}" if f.checkpoint_id is not None else "-",
+            f.task_name or "-",
+            "-" if f.subtask_index is None else f.subtask_index,
+            f.operator or "-",
+            f.phase or "-",
+            f.cause or f"{f.error_type}: {f.message.splitlines()[0] if f.message else ''}",
+        )
+        for f in report.failures
+    ]
+    headers = ("at", "run", "epoch", "task", "subtask", "operator", "phase", "cause")
+    return "<h2>Failures</h2>" + table(headers, rows, "failures").replace(
+        "<tr><td", '<tr class="failed"><td'
+    )
+
+
+def _metrics_section(report: RunReport) -> str:
+    if not report.metrics:
+        return "<h2>Metrics</h2>" + _none("no metrics recorded")
+    rows = (
+        (f"chk-{checkpoint_id}", vertex, name, f"{value:,.6g}")
+        for checkpoint_id, vertices in report.metrics.items()
+        for vertex, values in vertices.items()
+        for name, value in sorted(values.items())
+    )
+    return "<h2>Metrics</h2>" + table(("checkpoint", "vertex", "metric", "value"), rows, "metrics")
