@@ -198,7 +198,7 @@ class EpochRun:
             "time": time.time(),
         }
         self.epochs.append(figures)
-        self.run_log.record_epoch(plan.run_id, checkpoint, figures)
+        self.run_log.record_epoch(plan, checkpoint, figures)
         self._write_status("RUNNING", plan.run_id, checkpoint.checkpoint_id)
         if self.progress is not None:
             self.progress(figures)

@@ -222,7 +222,7 @@ class JobMaster(JobResults):
             raise error from failure
         figures = {"kind": plan.barrier.kind, "final": True, "time": time.time()}
         figures["seconds"] = round(time.monotonic() - epoch_started, 4)
-        RunLog(self.folder, graph).record_epoch(run_id, checkpoint, figures)
+        RunLog(self.folder, graph).record_epoch(plan, checkpoint, figures)
         return self._complete(checkpoint, started)
 
     def run_epoch(

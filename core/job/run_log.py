@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
     from flintlock.core.checkpoint.job_folder import JobFolder
     from flintlock.core.checkpoint.storage import CheckpointStorage
+    from flintlock.core.plan.execution import ExecutionPlan
     from flintlock.core.plan.graph import JobGraph
 
 REPORT_DIR = "_report"
@@ -52,11 +53,13 @@ class RunLog:
         self._runs_written: set[str] = set()
 
     def record_epoch(
-        self, run_id: str, checkpoint: CompletedCheckpoint, figures: dict[str, Any]
+        self, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, figures: dict[str, Any]
     ) -> None:
         """A completed checkpoint's epoch: ``figures`` (duration, kind, watermarks when
-        present) and every subtask's acknowledged figures and lifecycle phases."""
+        present), the checkpoint it restored, every subtask's figures and phases."""
+        run_id = plan.run_id
         self._record_run(run_id)
+        restores = list(plan.restores.values())
         subtasks = [
             {name: ack[name] for name in SUBTASK_FIELDS if name in ack}
             for ack in checkpoint.acknowledgements
@@ -64,6 +67,7 @@ class RunLog:
         document = {
             "run_id": run_id,
             "checkpoint_id": checkpoint.checkpoint_id,
+            "restored_from": restores[0].checkpoint_id if restores else None,
             "figures": figures,
             "subtasks": subtasks,
         }

@@ -89,6 +89,18 @@ class Failure:
     cause: str | None = None
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run of the job: its epochs, what it restored, and its failure if it failed."""
+
+    run_id: str
+    started: float
+    checkpoints: list[int]
+    restored_from: int | None
+    """The checkpoint the run's first epoch restored (None: it started empty)."""
+    failure: Failure | None
+
+
 @dataclass
 class RunReport:
     """Everything ``flintlock report`` draws, for one job."""
@@ -99,7 +111,7 @@ class RunReport:
     status: str | None
     vertices: list[Vertex] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
     epochs: list[Epoch] = field(default_factory=list)
     phases: list[PhaseSpan] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -121,7 +133,6 @@ def read_report(folder: JobFolder) -> RunReport:
         job_id=folder.job_id,
         folder=folder.path,
         status=record.status if record is not None else None,
-        runs=[str(run["run_id"]) for run in log["runs"]],
     )
     graph = log["runs"][-1]["graph"] if log["runs"] else _graph_of_latest_checkpoint(folder)
     if graph:
@@ -137,7 +148,22 @@ def read_report(folder: JobFolder) -> RunReport:
         if metrics:
             report.metrics[entry["checkpoint_id"]] = metrics
     report.failures = [failure_of(entry) for entry in log["failures"]]
+    report.runs = [run_of(run, log["epochs"], report.failures) for run in log["runs"]]
     return report
+
+
+def run_of(run: dict[str, Any], epochs: list[dict[str, Any]], failures: list[Failure]) -> Run:
+    """A run: its completed checkpoints, the one it restored first, its last failure."""
+    run_id = str(run["run_id"])
+    mine = sorted((e for e in epochs if e["run_id"] == run_id), key=lambda e: e["checkpoint_id"])
+    failed = [f for f in failures if f.run_id == run_id]
+    return Run(
+        run_id=run_id,
+        started=float(run.get("started", 0.0)),
+        checkpoints=[e["checkpoint_id"] for e in mine],
+        restored_from=mine[0].get("restored_from") if mine else None,
+        failure=failed[-1] if failed else None,
+    )
 
 
 def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:

@@ -28,6 +28,7 @@ def render_page(report: RunReport) -> str:
     """The whole report page of ``report``."""
     sections = [
         _header(report),
+        _runs_section(report),
         _graph_section(report),
         _epochs_section(report),
         _watermarks_section(report),
@@ -73,12 +74,29 @@ def _chart(svg: str) -> str:
 
 
 def _header(report: RunReport) -> str:
-    runs = ", ".join(report.runs) or "none recorded"
     return (
         f"<h1>{escape(report.job_name)}</h1>"
         f"<p>status <b>{escape(report.status or 'never ran')}</b> · job id "
-        f"{escape(report.job_id)} · runs {escape(runs)} · folder {escape(report.folder)}</p>"
+        f"{escape(report.job_id)} · folder {escape(report.folder)}</p>"
     )
+
+
+def _runs_section(report: RunReport) -> str:
+    if not report.runs:
+        return "<h2>Runs</h2>" + _none("no run recorded")
+    rows = []
+    for run in report.runs:
+        done = ", ".join(f"chk-{c}" for c in run.checkpoints) or "none"
+        restored = "-" if run.restored_from is None else f"chk-{run.restored_from}"
+        failure = run.failure
+        ended = "-"
+        if failure is not None:
+            where = f" in chk-{failure.checkpoint_id}" if failure.checkpoint_id else ""
+            ended = f"failed{where}: {failure.operator or failure.task_name or failure.error_type}"
+            ended += f", {failure.phase}" if failure.phase else ""
+        rows.append((run.run_id, _when(run.started), restored, done, ended))
+    headers = ("run", "started", "restored from", "checkpoints completed", "failure")
+    return "<h2>Runs</h2>" + table(headers, rows, "runs")
 
 
 def _graph_section(report: RunReport) -> str:
