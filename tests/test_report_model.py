@@ -23,6 +23,7 @@ from flintlock.core.exchange.partitioners import hash_by
 from flintlock.core.failure_report import FailureReport
 from flintlock.core.job import run_log
 from flintlock.core.job.run_log import RunLog, record_failure
+from flintlock.core.job_errors import CommitError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import InputEdge, JobGraph, Transformation, build_job_graph
 from flintlock.report import job_report
@@ -196,6 +197,26 @@ def test_the_report_reads_graph_epochs_phases_failures_from_the_job_folder(
         "run",
     )
     assert (failure.checkpoint_id, failure.cause) == (2, "ValueError: bad row")
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_shows_its_graph_and_error(
+    tmp_path: Path,
+) -> None:
+    folder = folder_at(tmp_path)
+    RunLog(folder, graph()).record_run("r")
+    record_failure(folder, "r", CommitError("the sink 'out' could not commit checkpoint 1"))
+    report = job_report(folder.path)
+    (run,) = report.runs
+    assert (run.run_id, run.checkpoints, run.failure) == ("r", [], report.failures[0])
+    assert (run.failure.error_type, run.failure.phase, run.failure.operator) == (
+        "CommitError",
+        None,
+        None,
+    )
+    assert [v.name for v in report.vertices] == ["numbers", "sum -> out"]
+    page = render_page(report)
+    assert "<td>failed: CommitError</td>" in page
+    assert "CommitError: the sink &#x27;out&#x27; could not commit checkpoint 1" in page
 
 
 def test_without_watermarks_or_metrics_the_page_says_so(tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ class EpochRun:
     ) -> tuple[RestoreSource | None, dict[str, Any], int]:
         """What the first epoch restores, the sources' states, and its checkpoint id."""
         master = self.master
+        self.run_log.record_run(run_id)
         next_id = master.next_checkpoint_id(latest)
         restore = master.config.restore
         if restore is not None:

@@ -211,6 +211,8 @@ class JobMaster(JobResults):
             restores=restores,
             snapshot_root=root,
         )
+        run_log = RunLog(self.folder, graph)
+        run_log.record_run(run_id)
         epoch_started = time.monotonic()
         try:
             checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
@@ -222,7 +224,7 @@ class JobMaster(JobResults):
             raise error from failure
         figures = {"kind": plan.barrier.kind, "final": True, "time": time.time()}
         figures["seconds"] = round(time.monotonic() - epoch_started, 4)
-        RunLog(self.folder, graph).record_epoch(plan, checkpoint, figures)
+        run_log.record_epoch(plan, checkpoint, figures)
         return self._complete(checkpoint, started)
 
     def run_epoch(

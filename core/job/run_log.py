@@ -58,7 +58,7 @@ class RunLog:
         """A completed checkpoint's epoch: ``figures`` (duration, kind, watermarks when
         present), the checkpoint it restored, every subtask's figures and phases."""
         run_id = plan.run_id
-        self._record_run(run_id)
+        self.record_run(run_id)
         restores = list(plan.restores.values())
         subtasks = [
             {name: ack[name] for name in SUBTASK_FIELDS if name in ack}
@@ -76,8 +76,9 @@ class RunLog:
         if checkpoint.checkpoint_id % PRUNE_EVERY == 0:
             self._prune()
 
-    def _record_run(self, run_id: str) -> None:
-        """The run's own file, once: when it started and its graph."""
+    def record_run(self, run_id: str) -> None:
+        """The run's own file, once, when it starts: when, and its graph (so a run that
+        fails before its first checkpoint still shows its graph)."""
         if run_id in self._runs_written:
             return
         document = {"run_id": run_id, "started": time.time(), "graph": self.graph.to_json()}

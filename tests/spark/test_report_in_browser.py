@@ -3,6 +3,7 @@ Chromium (Debian's, driven by playwright) and checked as a person sees it (issue
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ import unbounded_jobs
 from pyspark import cloudpickle
 from unbounded_jobs import RunningSumUntilTheEnd, build
 
+from flintlock import FileSink, MapFunction, StreamExecutionEnvironment
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.errors import LifecycleError
-from flintlock.report import write_report
+from flintlock.report import job_report, write_report
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
@@ -48,19 +50,19 @@ class FailsOnceInEpochTwo(RunningSumUntilTheEnd):
 
 
 def failed_then_restored(spark: Any, base: str) -> None:
-    """900 ids in 3 epochs: the first run fails in epoch 2; the second continues from
-    chk-1 and finishes (chk-2, chk-3)."""
+    """600 ids in 2 epochs: the first run fails in epoch 2; the second continues from
+    chk-1 and finishes (chk-2, the final checkpoint)."""
     marker = f"{base}/failed-once"
     job = "report job"
     with pytest.raises(LifecycleError) as failure:
-        build(spark, base, end=900, function=FailsOnceInEpochTwo(marker)).execute(
+        build(spark, base, end=600, function=FailsOnceInEpochTwo(marker)).execute(
             job, trigger=EpochTrigger.available_now()
         )
     assert (failure.value.report.operator, failure.value.report.phase) == ("keyed_process", "run")
-    result = build(spark, base, end=900, function=FailsOnceInEpochTwo(marker)).execute(
+    result = build(spark, base, end=600, function=FailsOnceInEpochTwo(marker)).execute(
         job, trigger=EpochTrigger.available_now()
     )
-    assert (result.status, result.epochs) == ("FINISHED", 2)
+    assert (result.status, result.epochs) == ("FINISHED", 1)
 
 
 def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
@@ -93,12 +95,11 @@ def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
     first, second = (run.run_id for run in report.runs)
     assert seen["run_rows"] == [
         [first, "-", "chk-1", "failed in chk-2: keyed_process, run"],
-        [second, "chk-1", "chk-2, chk-3", "-"],  # restored from chk-1
+        [second, "chk-1", "chk-2", "-"],  # restored from chk-1
     ]
     assert seen["epoch_rows"] == [
         ["chk-1", first, "checkpoint"],
-        ["chk-2", second, "checkpoint"],
-        ["chk-3", second, "checkpoint (final)"],
+        ["chk-2", second, "checkpoint (final)"],
     ]
     assert seen["failure_rows"] == [
         [
@@ -110,9 +111,63 @@ def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
         ]
     ]
     assert "no watermarks recorded" in seen["watermarks"]
-    assert seen["gantt_labels"] >= 12  # 3 epochs x 2 vertices x 2 subtasks, each a row
+    assert seen["gantt_labels"] == 8  # 2 epochs x 2 vertices x 2 subtasks, a row each
     data = screenshot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+class OpensOnceBadly(MapFunction):
+    """Fails in open on its first run (a marker file remembers it); then doubles."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def open(self) -> None:
+        if not os.path.exists(self.marker):
+            Path(self.marker).write_text("failed once")
+            raise OSError("injected: the lookup table is not there yet")
+
+    def map(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {"v": 2 * value["v"]}
+
+
+def test_a_bounded_job_that_failed_in_open_then_ran_reports_both_runs(
+    spark: Any, tmp_path: Path
+) -> None:
+    def run() -> Any:
+        env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+        rows = env.from_collection([{"v": v} for v in range(10)])
+        doubled = rows.map(OpensOnceBadly(str(tmp_path / "marker")), name="double")
+        doubled.sink_to(FileSink(str(tmp_path / "out")), name="files")
+        return env.execute("bounded report")
+
+    with pytest.raises(LifecycleError):
+        run()
+    run()
+    report = job_report("bounded report", checkpoint_dir=str(tmp_path))
+    failed, finished = report.runs
+    assert (failed.checkpoints, failed.failure.operator, failed.failure.phase) == (
+        [],
+        "double",
+        "open",
+    )
+    assert (finished.checkpoints, finished.failure, report.status) == ([1], None, "FINISHED")
+    (epoch,) = report.epochs
+    assert (epoch.final, epoch.rows) == (True, 10)
+    spans = [s for s in report.phases if s.subtask_index == 0 and "double" in s.task_name]
+    assert [s.phase for s in spans] == [
+        "setup",
+        "initialize_state",
+        "open",
+        "run",
+        "finish",
+        "snapshot",
+        "close",
+    ]
+    assert all(a.end <= b.start for a, b in itertools.pairwise(spans))
+    assert [(v.name, v.parallelism) for v in report.vertices] == [
+        ("source:collection -> double -> files", 2)  # one chain
+    ]
 
 
 def render(browser: Any, path: Path, screenshot: Path) -> dict[str, Any]:
