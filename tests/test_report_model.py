@@ -233,14 +233,43 @@ def test_metrics_are_summed_per_vertex(tmp_path: Path) -> None:
     folder = folder_at(tmp_path)
     checkpoint = completed(1, "r", [1, 1, 1, 1])
     for i, ack in enumerate(checkpoint.acknowledgements):
-        ack["metrics"] = {"numRecordsOut": 10 * (i + 1), "user": {"seen": i}, "ok": True}
+        ack["metrics"] = {
+            "numRecordsOut": 10 * (i + 1),
+            "currentInputWatermark": 100 - i,
+            "time": 1e9 + i,
+            "operators": {"op": {"user": {"seen": i}}},
+            "ok": True,
+        }
     RunLog(folder, graph()).record_epoch(plan("r", 1, None), checkpoint, {})
-    assert job_report(folder.path).metrics == {
+    assert job_report(folder.path).metrics == {  # subtasks 0, 1 are numbers; 2, 3 the sum
         1: {
-            "numbers": {"numRecordsOut": 30.0, "user.seen": 1.0},
-            "sum -> out": {"numRecordsOut": 70.0, "user.seen": 5.0},
+            "numbers": {
+                "numRecordsOut": 10.0 + 20.0,
+                "currentInputWatermark": 99.0,  # the lowest
+                "operators.op.user.seen": 0.0 + 1.0,
+            },
+            "sum -> out": {
+                "numRecordsOut": 30.0 + 40.0,
+                "currentInputWatermark": 97.0,
+                "operators.op.user.seen": 2.0 + 3.0,
+            },
         }
     }
+
+
+def test_watermarks_none_yet_and_the_end_of_input(tmp_path: Path) -> None:
+    folder = folder_at(tmp_path)
+    log = RunLog(folder, graph())
+    log.record_epoch(
+        plan("r", 1, None), completed(1, "r", [1] * 4), {"watermarks": {"numbers": None}}
+    )
+    assert not job_report(folder.path).has_watermarks
+    ended = {"numbers": 2**63 - 1, "sum -> out": 1500}
+    log.record_epoch(plan("r", 2, 1), completed(2, "r", [1] * 4), {"watermarks": ended})
+    report = job_report(folder.path)
+    assert report.has_watermarks
+    page = render_page(report)
+    assert "<td>end of input (MAX_WATERMARK)</td>" in page and "<td>1,500</td>" in page
 
 
 def test_the_page_fetches_nothing_and_names_every_vertex(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ are kept.
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +73,11 @@ class RunLog:
             "figures": figures,
             "subtasks": subtasks,
         }
-        path = f"{self.path}/epochs/{checkpoint.checkpoint_id:010d}.json"
-        self.folder.storage.write_json_atomically(path, document)
+        _write(
+            self.folder.storage,
+            f"{self.path}/epochs/{checkpoint.checkpoint_id:010d}.json",
+            document,
+        )
         if checkpoint.checkpoint_id % PRUNE_EVERY == 0:
             self._prune()
 
@@ -82,7 +87,7 @@ class RunLog:
         if run_id in self._runs_written:
             return
         document = {"run_id": run_id, "started": time.time(), "graph": self.graph.to_json()}
-        self.folder.storage.write_json_atomically(f"{self.path}/runs/{run_id}.json", document)
+        _write(self.folder.storage, f"{self.path}/runs/{run_id}.json", document)
         self._runs_written.add(run_id)
 
     def _prune(self) -> None:
@@ -104,7 +109,7 @@ def record_failure(folder: JobFolder, run_id: str, error: BaseException) -> None
         "report": asdict(report) if report is not None else None,
     }
     name = f"{time.time_ns()}-{run_id}.json"
-    folder.storage.write_json_atomically(f"{folder.path}/{REPORT_DIR}/failures/{name}", document)
+    _write(folder.storage, f"{folder.path}/{REPORT_DIR}/failures/{name}", document)
 
 
 def read_log(folder: JobFolder) -> dict[str, list[dict[str, Any]]]:
@@ -121,6 +126,16 @@ def read_log(folder: JobFolder) -> dict[str, list[dict[str, Any]]]:
         log[kind] = entries
     log["runs"].sort(key=lambda run: run.get("started", 0))
     return log
+
+
+def _write(storage: CheckpointStorage, path: str, document: dict[str, Any]) -> None:
+    """Write ``document`` whole or not at all (a temporary name, then a rename), compact:
+    json's C encoder, ~10x faster than the indented one the checkpoint files use."""
+    temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+    storage.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with storage.filesystem.open_output_stream(temporary) as sink:
+        sink.write(json.dumps(document, separators=(",", ":")).encode())
+    storage.filesystem.move(temporary, path)
 
 
 def _json_files(storage: CheckpointStorage, directory: str) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
+from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.report.model import GANTT_PHASES, Edge, Epoch, PhaseSpan, Vertex
 from flintlock.sinks.optional import require
 
@@ -107,7 +108,7 @@ def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
     for checkpoint_id in failed_at:
         axes.axvline(checkpoint_id, color="red", linestyle="--")
         axes.text(checkpoint_id, 0, " failed", color="red", rotation=90, va="bottom")
-    axes.set_xticks([e.checkpoint_id for e in epochs])
+    axes.xaxis.set_major_locator(integer_ticks())
     axes.set_xlabel("checkpoint (epoch)")
     axes.set_ylabel("seconds")
     rows = axes.twinx()
@@ -129,19 +130,26 @@ def watermarks_chart(epochs: list[Epoch]) -> str:
                 series.setdefault(name, []).append((epoch.checkpoint_id, number))
     for name, points in series.items():
         axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
-    axes.set_xticks(sorted({p[0] for points in series.values() for p in points}))
+    axes.xaxis.set_major_locator(integer_ticks())
     axes.set_xlabel("checkpoint (epoch)")
     axes.set_ylabel("watermark (ms)")
     axes.legend(loc="upper left", fontsize=8)
     return to_svg(figure)
 
 
+def integer_ticks() -> Any:
+    """At most ten ticks on whole numbers (checkpoint ids)."""
+    ticker = require("matplotlib.ticker", "report", "flintlock report")
+    return ticker.MaxNLocator(nbins=10, integer=True)
+
+
 def watermark_value(value: Any) -> float | None:
-    """A watermark as a number: itself, or the lowest of a per-subtask mapping or list."""
+    """A watermark as a number: itself, or the lowest of a per-subtask mapping or list;
+    None for none yet and for MAX_WATERMARK (the input ended: nothing to plot)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return None if value >= MAX_TIMESTAMP else float(value)
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, list):
@@ -163,11 +171,11 @@ def gantt_chart(spans: list[PhaseSpan]) -> str:
         first = min(s.start for s in rows[key])
         epoch_start[key[0]] = min(epoch_start.get(key[0], first), first)
     figure, axes = plt.subplots(figsize=(9, 0.32 * len(keys) + 1.2))
-    for y, key in enumerate(keys):
-        for span in rows[key]:
-            start = (span.start - epoch_start[key[0]]) * 1000
-            width = max((span.end - span.start) * 1000, 0.05)
-            axes.broken_barh([(start, width)], (y - 0.4, 0.8), color=PHASE_COLORS[span.phase])
+    for y, key in enumerate(keys):  # one collection per row: fast with many epochs
+        zero = epoch_start[key[0]]
+        bars = [((s.start - zero) * 1000, max((s.end - s.start) * 1000, 0.05)) for s in rows[key]]
+        colors = [PHASE_COLORS[s.phase] for s in rows[key]]
+        axes.broken_barh(bars, (y - 0.4, 0.8), facecolors=colors)
     axes.set_yticks(range(len(keys)))
     axes.set_yticklabels([f"chk-{c} {name} [{i}]" for c, name, i in keys], fontsize=7)
     axes.invert_yaxis()

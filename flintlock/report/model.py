@@ -120,8 +120,12 @@ class RunReport:
 
     @property
     def has_watermarks(self) -> bool:
-        """True when any epoch recorded watermarks."""
-        return any(epoch.watermarks for epoch in self.epochs)
+        """True when any epoch recorded a vertex's watermark (not only "none yet")."""
+        return any(
+            value is not None
+            for epoch in self.epochs
+            for value in (epoch.watermarks or {}).values()
+        )
 
 
 def read_report(folder: JobFolder) -> RunReport:
@@ -215,15 +219,22 @@ def phases_of(entry: dict[str, Any]) -> list[PhaseSpan]:
 
 def metrics_of(entry: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Each vertex's numeric metrics in an epoch (the acknowledgements' ``metrics``),
-    nested names joined with dots, summed over the vertex's subtasks."""
+    nested names joined with dots, over the vertex's subtasks: watermarks the lowest (as
+    Flink's input watermark), everything else summed (counts, bytes, times, rates);
+    the acknowledgement's wall-clock ``time`` left out."""
     found: dict[str, dict[str, float]] = {}
     for subtask in entry.get("subtasks", []):
         metrics = subtask.get("metrics")
         if not isinstance(metrics, dict):
             continue
-        sums = found.setdefault(subtask["task_name"], {})
+        merged = found.setdefault(subtask["task_name"], {})
         for name, value in _numeric_leaves(metrics, ""):
-            sums[name] = sums.get(name, 0.0) + value
+            if name == "time" or name.endswith(".time"):
+                continue
+            if "atermark" in name and name in merged:
+                merged[name] = min(merged[name], value)
+            else:
+                merged[name] = merged.get(name, 0.0) + value
     return found
 
 

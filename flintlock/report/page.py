@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from html import escape
 
+from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.report import charts
 from flintlock.report.model import RunReport
 
@@ -164,6 +165,8 @@ def _watermarks_section(report: RunReport) -> str:
 
 
 def _watermark_text(value: object) -> str:
+    if isinstance(value, int) and value >= MAX_TIMESTAMP:
+        return "end of input (MAX_WATERMARK)"
     number = charts.watermark_value(value)
     return "-" if number is None else f"{number:,.0f}"
 
@@ -172,7 +175,14 @@ def _phases_section(report: RunReport) -> str:
     title = "<h2>Lifecycle phases per subtask</h2>"
     if not report.phases:
         return title + _none("no lifecycle phases recorded")
-    return title + _chart(charts.gantt_chart(report.phases))
+    rows = {(s.checkpoint_id, s.task_name, s.subtask_index) for s in report.phases}
+    note = ""
+    if len(rows) > charts.MAX_GANTT_ROWS:
+        note = (
+            f"<p>The newest {charts.MAX_GANTT_ROWS} of {len(rows)} subtask rows "
+            f"(epoch, task, subtask); times from each epoch's first phase.</p>"
+        )
+    return title + note + _chart(charts.gantt_chart(report.phases))
 
 
 def _failures_section(report: RunReport) -> str:
