@@ -208,12 +208,37 @@ def _failures_section(report: RunReport) -> str:
 
 
 def _metrics_section(report: RunReport) -> str:
+    """One row per epoch and vertex of its own metrics; its operators' metrics (nested
+    names) for the newest epoch only, so the page stays short over many epochs."""
     if not report.metrics:
         return "<h2>Metrics</h2>" + _none("no metrics recorded")
+    names = sorted(
+        {n for v in report.metrics.values() for m in v.values() for n in m if "." not in n}
+    )
     rows = (
-        (f"chk-{checkpoint_id}", vertex, name, f"{value:,.6g}")
+        (f"chk-{checkpoint_id}", vertex, *(_metric_text(n, values.get(n)) for n in names))
         for checkpoint_id, vertices in report.metrics.items()
         for vertex, values in vertices.items()
-        for name, value in sorted(values.items())
     )
-    return "<h2>Metrics</h2>" + table(("checkpoint", "vertex", "metric", "value"), rows, "metrics")
+    epochs = table(("checkpoint", "vertex", *names), rows, "metrics")
+    newest = max(report.metrics)
+    nested = [
+        (vertex, name, _metric_text(name, value))
+        for vertex, values in report.metrics[newest].items()
+        for name, value in sorted(values.items())
+        if "." in name
+    ]
+    operators = ""
+    if nested:
+        operators = f"<p>Operators and user metrics of chk-{newest}:</p>" + table(
+            ("vertex", "metric", "value"), nested, "operator-metrics"
+        )
+    return "<h2>Metrics</h2>" + epochs + operators
+
+
+def _metric_text(name: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if "atermark" in name and value >= MAX_TIMESTAMP:
+        return "end of input"
+    return f"{value:,.6g}"
