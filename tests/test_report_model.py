@@ -13,7 +13,7 @@ import pytest
 from lifecycle_ops import Passthrough, batch
 
 from flintlock.cli import main
-from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.checkpoint.storage import CheckpointStorage
@@ -341,3 +341,18 @@ def test_a_graph_without_edges_and_the_arrow_table(tmp_path: Path) -> None:
     page = render_page(job_report(folder.path))
     assert ">alone</text>" in page and "<td>alone</td>" in page
     assert pa is not None
+
+
+def test_with_no_run_log_the_graph_comes_from_the_latest_checkpoint(tmp_path: Path) -> None:
+    """A job folder whose run log is gone still shows its graph: checkpoint metadata
+    records it (``checkpoint_details``)."""
+    folder = folder_at(tmp_path)
+    details = {"graph": graph().to_json()}
+    CheckpointCoordinator(folder).complete(1, "r", True, [], set(), details)
+    report = job_report(folder.path)
+    assert (report.runs, report.epochs) == ([], [])
+    assert [(v.name, v.operators) for v in report.vertices] == [
+        ("numbers", ["numbers"]),
+        ("sum -> out", ["sum", "out"]),
+    ]
+    assert "no epoch completed" in render_page(report)

@@ -173,6 +173,21 @@ def test_a_bounded_job_that_failed_in_open_then_ran_reports_both_runs(
     assert [(v.name, v.parallelism) for v in report.vertices] == [
         ("source:collection -> double -> files", 2)  # one chain
     ]
+    (metadata,) = tmp_path.glob("*/checkpoints/chk-1/_metadata.json")
+    graph = json.loads(metadata.read_text())["graph"]  # the checkpoint keeps the graph too
+    assert graph == {
+        "vertices": [
+            {
+                "id": 0,
+                "name": "source:collection -> double -> files",
+                "operators": ["source:collection", "double", "files"],
+                "task_type": "source",
+                "parallelism": 2,
+                "stage": 0,
+            }
+        ],
+        "edges": [],
+    }
 
 
 def recorded_watermarks(checkpoint_dir: Path) -> list[list[str]]:
