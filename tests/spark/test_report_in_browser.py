@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import unbounded_jobs
+from playwright.sync_api import sync_playwright
 from pyspark import cloudpickle
 from unbounded_jobs import RunningSumUntilTheEnd, build
 
@@ -71,7 +72,6 @@ def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
 ) -> None:
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
-    playwright = pytest.importorskip("playwright.sync_api")
     base = str(tmp_path)
     failed_then_restored(spark, base)
     page_path = tmp_path / "report.html"
@@ -79,7 +79,7 @@ def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
     vertices = ["source:sequence", "keyed_process -> files"]
     assert [v.name for v in report.vertices] == vertices
     screenshot = tmp_path / "report.png"
-    with playwright.sync_playwright() as driver:
+    with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             seen = render(browser, page_path, screenshot)
@@ -206,12 +206,20 @@ def recorded_watermarks(checkpoint_dir: Path) -> list[list[str]]:
     return rows if any(row[2] != "-" for row in rows) else []
 
 
+def block_the_network(route: Any) -> None:
+    """Let the page's own file through; abort every other request (all are recorded)."""
+    if route.request.url.startswith("file:"):
+        route.continue_()
+    else:
+        route.abort()
+
+
 def render(browser: Any, path: Path, screenshot: Path) -> dict[str, Any]:
     """Open ``path`` with every network request blocked and recorded; what is visible."""
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
-    page.route("http*://**/*", lambda route: route.abort())
+    page.route("**/*", block_the_network)
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
     page.screenshot(path=str(screenshot), full_page=True)
