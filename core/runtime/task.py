@@ -147,7 +147,8 @@ class StreamTask:
         self.environment.writer.end_of_input()
 
     def snapshot_and_acknowledge(self) -> None:
-        """Take the epoch's snapshot (after the barrier), write it, acknowledge it."""
+        """Take the epoch's snapshot (after the barrier), write it, make its acknowledgement
+        (sent after close by ``send_acknowledgement``, with every phase's times)."""
         barrier = self.barrier or self.await_barrier()
         self.barrier = barrier
         env, info = self.environment, self.info
