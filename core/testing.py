@@ -86,7 +86,7 @@ class TaskHarness:
 
     The task starts on the first call that needs it (or ``open()``): load, setup,
     initialize_state, open and — after a restore — the checkpoint notifications.
-    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
+    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, close, acknowledge);
     ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
     snapshot with a new harness: ``restore_from=snapshot``. Processing time is a
     ManualClock starting at 0 (``set_processing_time``), unless ``clock`` is given;
@@ -205,7 +205,7 @@ class TaskHarness:
             self._send(EndOfInputEvent(input_index, each))
 
     def checkpoint(self, checkpoint_id: int, kind: SnapshotKind = "checkpoint") -> TaskSnapshot:
-        """End the epoch with checkpoint ``checkpoint_id``: snapshot, acknowledge, close."""
+        """End the epoch with checkpoint ``checkpoint_id``: snapshot, close, acknowledge."""
         self._barrier(CheckpointBarrier(checkpoint_id, kind=kind))
         return self._snapshot()
 

@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return checkpoints_command(args)
-    if args.command in ("savepoint", "stop", "status"):
+    if args.command in ("savepoint", "stop", "status", "report"):
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return job_command(args)

@@ -1,4 +1,5 @@
-"""``flintlock savepoint|stop|status JOB``: control a running unbounded job from a shell."""
+"""``flintlock savepoint|stop|status|report JOB``: control a running unbounded job from a
+shell, or write a job's HTML run report."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ def add_job_commands(commands: Any) -> None:
         ("savepoint", "take a savepoint of a running job at its next epoch; it keeps running"),
         ("stop", "stop a running job with a savepoint at its next epoch"),
         ("status", "show a job's status, checkpoints, savepoint and per-epoch figures"),
+        ("report", "write an HTML report of a job's runs: graph, epochs, phases, failures"),
     ):
         command = commands.add_parser(
             name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}"
         )
         command.add_argument("job", metavar="JOB")
         command.add_argument("--checkpoint-dir", help="the job's checkpoint directory")
-        if name != "status":
+        if name == "report":
+            command.add_argument(
+                "-o", "--output", default="report.html", help="the HTML file (report.html)"
+            )
+        elif name != "status":
             command.add_argument(
                 "--timeout", type=float, default=300.0, help="seconds to wait (default 300)"
             )
@@ -48,6 +54,15 @@ def add_job_commands(commands: Any) -> None:
 def job_command(args: argparse.Namespace) -> int:
     """Run one of the sub-commands; a flintlock error is one line on stderr, exit 1."""
     try:
+        if args.command == "report":
+            from flintlock.report import write_report
+
+            report = write_report(args.job, args.output, args.checkpoint_dir)
+            print(
+                f"{args.output}: job {report.job_name!r}, {len(report.epochs)} epochs, "
+                f"{len(report.failures)} failures"
+            )
+            return 0
         client = client_for(args.job, args.checkpoint_dir)
         if args.command == "savepoint":
             print(client.savepoint(args.timeout))

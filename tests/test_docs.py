@@ -72,6 +72,14 @@ def test_readme_python_blocks_run(spark: Any) -> None:
     assert namespace["big_orders"].select(["id", "country"]).to_pylist() == expected_orders
     delta_table = namespace["DeltaTable"](f"{namespace['folder']}/big_orders")
     assert delta_table.metadata().partition_columns == ["country"]
+    # the run report: 600 ids in epochs of 200; the graph as the job chained it
+    report = namespace["report"]
+    assert [sum(e.records_in.values()) for e in report.epochs] == [2 * 200] * 3
+    assert [(v.name, v.parallelism) for v in report.vertices] == [
+        ("source:sequence", 2),
+        ("double -> files", 2),
+    ]
+    assert [e.partitioner for e in report.edges] == ["hash('id')"]
 
 
 def test_example_plugin_readme_python_blocks_run() -> None:

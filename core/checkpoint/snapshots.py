@@ -184,6 +184,9 @@ class TaskAcknowledgement:
     duration_seconds: float = 0.0
     finished_at: int | None = None
     """The checkpoint the subtask finished in (its final snapshot), if it finished."""
+    lifecycle_phases: dict[str, list[float]] = field(default_factory=dict)
+    """Each invoke phase (setup, initialize_state, open, run, finish, snapshot, close, ...)
+    -> [start, end] in wall-clock seconds; one entry per phase, never per record."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (travels in an ACK message)."""

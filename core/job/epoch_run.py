@@ -30,6 +30,7 @@ from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
+from flintlock.core.job.run_log import RunLog
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
@@ -61,6 +62,7 @@ class EpochRun:
         ]
         self.graph_transformations = transformations
         self.graph = build_job_graph(transformations)
+        self.run_log = RunLog(master.folder, self.graph)
         self.uids = operator_uids(master.transformations)
         self.sources, self.streaming = unbounded_sources(master.transformations, self.graph)
         self.epochs: list[dict[str, Any]] = []
@@ -81,6 +83,7 @@ class EpochRun:
     ) -> tuple[RestoreSource | None, dict[str, Any], int]:
         """What the first epoch restores, the sources' states, and its checkpoint id."""
         master = self.master
+        self.run_log.record_run(run_id)
         next_id = master.next_checkpoint_id(latest)
         restore = master.config.restore
         if restore is not None:
@@ -196,6 +199,7 @@ class EpochRun:
             "time": time.time(),
         }
         self.epochs.append(figures)
+        self.run_log.record_epoch(plan, checkpoint, figures)
         self._write_status("RUNNING", plan.run_id, checkpoint.checkpoint_id)
         if self.progress is not None:
             self.progress(figures)

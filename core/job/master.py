@@ -25,6 +25,7 @@ from flintlock.core.job.epoch_loop import EpochLoop
 from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
 from flintlock.core.job.result import JobExecutionResult, JobResults
+from flintlock.core.job.run_log import RunLog, record_failure
 from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
@@ -210,6 +211,9 @@ class JobMaster(JobResults):
             restores=restores,
             snapshot_root=root,
         )
+        run_log = RunLog(self.folder, graph)
+        run_log.record_run(run_id)
+        epoch_started = time.monotonic()
         try:
             checkpoint = self.run_epoch(plan, final=True, details=self.checkpoint_details(graph))
         except Exception as failure:
@@ -218,6 +222,9 @@ class JobMaster(JobResults):
             if error is failure:
                 raise
             raise error from failure
+        figures = {"kind": plan.barrier.kind, "final": True, "time": time.time()}
+        figures["seconds"] = round(time.monotonic() - epoch_started, 4)
+        run_log.record_epoch(plan, checkpoint, figures)
         return self._complete(checkpoint, started)
 
     def run_epoch(
@@ -276,7 +283,8 @@ class JobMaster(JobResults):
 
     def checkpoint_details(self, graph: JobGraph) -> dict[str, Any]:
         """What the metadata records besides acknowledgements: operators by name with
-        their uid, vertex and parallelism; max parallelism; the checkpoint restored from."""
+        their uid, vertex and parallelism; max parallelism; the checkpoint restored from;
+        the graph (vertices, edges, partitioners)."""
         uids = operator_uids(self.transformations)
         operators = {
             t.name: {"uid": uids[t.name], "vertex": v.name, "parallelism": v.parallelism}
@@ -296,6 +304,7 @@ class JobMaster(JobResults):
             "operators": operators,
             "max_parallelism": self.config.max_parallelism,
             "restored_from": restored_from,
+            "graph": graph.to_json(),
         }
 
     def record_failed(self, run_id: str, error: Exception) -> None:
@@ -311,6 +320,7 @@ class JobMaster(JobResults):
                 self.folder.record_canceled(run_id, at)
             else:
                 self.folder.record_failed(run_id, error)
+                record_failure(self.folder, run_id, error)  # for the run report
         except Exception as recording:  # the job's own error matters more
             if hasattr(error, "add_note"):
                 error.add_note(f"(the job's FAILED result could not be recorded: {recording})")

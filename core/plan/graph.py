@@ -135,6 +135,35 @@ class JobGraph:
         """Vertices with no outputs (their acknowledgements go to the final stage)."""
         return [v for v in self.vertices.values() if not v.outputs]
 
+    def to_json(self) -> dict[str, Any]:
+        """The graph as checkpoint metadata and the run report keep it: vertices (chained
+        operators, task type, parallelism, stage) and edges with their partitioners."""
+        vertices = sorted(self.vertices.values(), key=lambda v: v.id)
+        return {
+            "vertices": [
+                {
+                    "id": v.id,
+                    "name": v.name,
+                    "operators": [t.name for t in v.transformations],
+                    "task_type": v.task_type,
+                    "parallelism": v.parallelism,
+                    "stage": v.layer,
+                }
+                for v in vertices
+            ],
+            "edges": [
+                {
+                    "source": v.id,
+                    "target": edge.target,
+                    "input": edge.input_index,
+                    "partitioner": str(edge.partitioner),
+                    "side_output": edge.side[1] if edge.side else None,
+                }
+                for v in vertices
+                for edge in v.outputs
+            ],
+        }
+
 
 def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     """Chain transformations into vertices and layer them."""

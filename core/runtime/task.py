@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from flintlock.core.checkpoint.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
@@ -47,6 +48,8 @@ class StreamTask:
         self.snapshot: TaskSnapshot | None = None
         self.acknowledgement: TaskAcknowledgement | None = None
         self.processing_time = ProcessingTimeService(environment.clock)
+        self.lifecycle_phases: dict[str, list[float]] = {}
+        """Phase -> [start, end] in wall-clock seconds, for the run report's Gantt chart."""
 
     def invoke(self) -> TaskAcknowledgement | None:
         """Run the subtask to its end; raises LifecycleError on failure or cancel."""
@@ -77,14 +80,20 @@ class StreamTask:
         self.finish_state(failure)
         if failure is not None:
             raise self.describe_failure(failure, failure_phase, closing_errors) from failure
+        self.send_acknowledgement()
         return self.acknowledgement
 
     # ---- the steps every task type shares ----
 
     def step(self, phase: TaskPhase, action: Callable[[], Any]) -> None:
-        """Run one phase of invoke inside its ``flintlock_task_invoke_phase`` hook."""
+        """Run one phase of invoke inside its ``flintlock_task_invoke_phase`` hook; its
+        start and end (wall clock, once per phase) go into ``lifecycle_phases``."""
         self.phase = phase
-        self.hooks.around("flintlock_task_invoke_phase", action, task=self.info, phase=phase)
+        started = time.time()
+        try:
+            self.hooks.around("flintlock_task_invoke_phase", action, task=self.info, phase=phase)
+        finally:
+            self.lifecycle_phases[phase] = [round(started, 6), round(time.time(), 6)]
 
     def transition(self, new_state: ExecutionState) -> None:
         """Move to ``new_state`` and tell the plugins."""
@@ -138,7 +147,8 @@ class StreamTask:
         self.environment.writer.end_of_input()
 
     def snapshot_and_acknowledge(self) -> None:
-        """Take the epoch's snapshot (after the barrier), write it, acknowledge it."""
+        """Take the epoch's snapshot (after the barrier), write it, make its acknowledgement
+        (sent after close by ``send_acknowledgement``, with every phase's times)."""
         barrier = self.barrier or self.await_barrier()
         self.barrier = barrier
         env, info = self.environment, self.info
@@ -174,7 +184,16 @@ class StreamTask:
             duration_seconds=time.perf_counter() - self.started,
             finished_at=snapshot.finished_at,
         )
-        env.writer.acknowledge(self.acknowledgement)
+
+    def send_acknowledgement(self) -> None:
+        """After a clean close: the barrier downstream and the acknowledgement, which now
+        carries every phase's times, close and cleanup included (nothing is emitted after
+        finish, so the barrier still follows the last data)."""
+        if self.acknowledgement is None:
+            return
+        phases = {name: list(times) for name, times in self.lifecycle_phases.items()}
+        self.acknowledgement = replace(self.acknowledgement, lifecycle_phases=phases)
+        self.environment.writer.acknowledge(self.acknowledgement)
 
     def source_records(self) -> int:
         """Records a source subtask's head read (0 for a head that counts none)."""
