@@ -28,6 +28,7 @@ from flintlock.core.events import (
     WatermarkEvent,
     WatermarkStatusEvent,
 )
+from flintlock.core.harness_output import CollectingWriter
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.runtime.environment import TaskEnvironment
@@ -51,42 +52,12 @@ def _scratch_dir() -> str:
     return _scratch
 
 
-class CollectingWriter:
-    """The harness's task output: keeps batches, watermarks, end of input and acks."""
-
-    def __init__(self) -> None:
-        self.batches: list[pa.RecordBatch] = []
-        self.watermarks: list[int] = []
-        self.ended = False
-        self.acknowledgements: list[TaskAcknowledgement] = []
-        self.side_batches: dict[str, list[pa.RecordBatch]] = {}
-        self.statuses: list[bool] = []
-
-    def emit_batch(self, batch: pa.RecordBatch) -> None:
-        self.batches.append(batch)
-
-    def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:
-        self.side_batches.setdefault(tag, []).append(batch)
-
-    def emit_watermark_status(self, idle: bool) -> None:
-        self.statuses.append(idle)
-
-    def emit_watermark(self, watermark: Watermark) -> None:
-        self.watermarks.append(watermark.timestamp)
-
-    def end_of_input(self) -> None:
-        self.ended = True
-
-    def acknowledge(self, acknowledgement: TaskAcknowledgement) -> None:
-        self.acknowledgements.append(acknowledgement)
-
-
 class TaskHarness:
     """Runs one subtask of a chain of operators through the real invoke sequence.
 
     The task starts on the first call that needs it (or ``open()``): load, setup,
     initialize_state, open and — after a restore — the checkpoint notifications.
-    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, close, acknowledge);
+    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
     ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
     snapshot with a new harness: ``restore_from=snapshot``. Processing time is a
     ManualClock starting at 0 (``set_processing_time``), unless ``clock`` is given;
@@ -205,7 +176,7 @@ class TaskHarness:
             self._send(EndOfInputEvent(input_index, each))
 
     def checkpoint(self, checkpoint_id: int, kind: SnapshotKind = "checkpoint") -> TaskSnapshot:
-        """End the epoch with checkpoint ``checkpoint_id``: snapshot, close, acknowledge."""
+        """End the epoch with checkpoint ``checkpoint_id``: snapshot, acknowledge, close."""
         self._barrier(CheckpointBarrier(checkpoint_id, kind=kind))
         return self._snapshot()
 

@@ -13,6 +13,7 @@ from flintlock.core.exchange.messages import Kind, MessageBuffer, encode_batch, 
 from flintlock.core.exchange.partitioners import BatchSplitter
 from flintlock.core.plan.execution import ExecutionPlan, channel_key
 from flintlock.core.plan.graph import JobVertex, OutputEdge
+from flintlock.core.task_info import TaskInfo
 
 FLUSH_BYTES = 4 << 20
 MAX_PAYLOAD_BYTES = 8 << 20
@@ -91,6 +92,17 @@ class MessageWriter:
         document = acknowledgement.to_json()
         document["vertex"] = self.vertex.id
         self.send_towards_driver(Kind.ACK, encode_json(document))
+
+    def report_phases(self, task: TaskInfo, phases: dict[str, list[float]]) -> None:
+        """The subtask's phase times, after close, in a REPORT the driver joins to its
+        acknowledgement (by task, subtask and attempt)."""
+        document = {
+            "lifecycle_phases": phases,
+            "task_name": task.task_name,
+            "subtask_index": task.subtask_index,
+            "attempt_id": task.attempt_id,
+        }
+        self.send_towards_driver(Kind.REPORT, encode_json(document))
 
     # ---- forwarding ----
 

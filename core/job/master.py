@@ -330,15 +330,20 @@ class JobMaster(JobResults):
         stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
         check_for_driver(messages)
         acknowledgements = []
+        phases: dict[tuple[str, int, int], dict[str, list[float]]] = {}
         kinds = messages.column("kind").to_pylist()
         payloads = messages.column("payload").to_pylist()
         for kind, payload in zip(kinds, payloads, strict=True):
             document = decode_json(payload)
             if kind == Kind.ACK:
                 acknowledgements.append(document)
+            elif kind == Kind.REPORT and "lifecycle_phases" in document:
+                phases[subtask_attempt(document)] = document["lifecycle_phases"]
             elif kind == Kind.REPORT:
                 plugin = self.config.plugins[document["plugin"]]
                 plugin.merge_report(document["task"], document["data"])
+        for acknowledgement in acknowledgements:  # times of close come after the ack
+            acknowledgement["lifecycle_phases"] = phases.get(subtask_attempt(acknowledgement), {})
         return acknowledgements
 
     def abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
@@ -346,3 +351,8 @@ class JobMaster(JobResults):
         context = self.coordinator.commit_context(run_id, 0)
         for name, sink in self.sinks.items():
             sink.abort_uncommitted(context.for_sink(name), keep.get(name, []))
+
+
+def subtask_attempt(document: dict[str, Any]) -> tuple[str, int, int]:
+    """The (task, subtask, attempt) an acknowledgement or phase report comes from."""
+    return document["task_name"], document["subtask_index"], document["attempt_id"]

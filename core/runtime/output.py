@@ -82,6 +82,9 @@ class RecordWriter(Protocol):
     def acknowledge(self, acknowledgement: TaskAcknowledgement) -> None:
         """The epoch's snapshot is written: forward the acknowledgement."""
 
+    def report_phases(self, task: TaskInfo, phases: dict[str, list[float]]) -> None:
+        """After close: each lifecycle phase's [start, end] (wall clock), for the driver."""
+
 
 class ChainingOutput(Output):
     """Hands batches straight to the next operator of the chain, by reference."""

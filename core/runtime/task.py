@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from flintlock.core.checkpoint.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
@@ -80,7 +79,7 @@ class StreamTask:
         self.finish_state(failure)
         if failure is not None:
             raise self.describe_failure(failure, failure_phase, closing_errors) from failure
-        self.send_acknowledgement()
+        self.report_lifecycle_phases()
         return self.acknowledgement
 
     # ---- the steps every task type shares ----
@@ -147,8 +146,7 @@ class StreamTask:
         self.environment.writer.end_of_input()
 
     def snapshot_and_acknowledge(self) -> None:
-        """Take the epoch's snapshot (after the barrier), write it, make its acknowledgement
-        (sent after close by ``send_acknowledgement``, with every phase's times)."""
+        """Take the epoch's snapshot (after the barrier), write it, acknowledge it."""
         barrier = self.barrier or self.await_barrier()
         self.barrier = barrier
         env, info = self.environment, self.info
@@ -184,16 +182,15 @@ class StreamTask:
             duration_seconds=time.perf_counter() - self.started,
             finished_at=snapshot.finished_at,
         )
+        env.writer.acknowledge(self.acknowledgement)
 
-    def send_acknowledgement(self) -> None:
-        """After a clean close: the barrier downstream and the acknowledgement, which now
-        carries every phase's times, close and cleanup included (nothing is emitted after
-        finish, so the barrier still follows the last data)."""
-        if self.acknowledgement is None:
-            return
-        phases = {name: list(times) for name, times in self.lifecycle_phases.items()}
-        self.acknowledgement = replace(self.acknowledgement, lifecycle_phases=phases)
-        self.environment.writer.acknowledge(self.acknowledgement)
+    def report_lifecycle_phases(self) -> None:
+        """After a clean close: every phase's times (close and cleanup included) in a last
+        message towards the driver, which adds them to this subtask's acknowledgement
+        (ARCHITECTURE.md: acknowledge, then close; the times of close come after it)."""
+        if self.acknowledgement is not None:
+            phases = {name: list(times) for name, times in self.lifecycle_phases.items()}
+            self.environment.writer.report_phases(self.info, phases)
 
     def source_records(self) -> int:
         """Records a source subtask's head read (0 for a head that counts none)."""
