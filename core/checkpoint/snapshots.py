@@ -184,6 +184,8 @@ class TaskAcknowledgement:
     duration_seconds: float = 0.0
     finished_at: int | None = None
     """The checkpoint the subtask finished in (its final snapshot), if it finished."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """The subtask's metrics of the epoch (core/metrics/subtask.py); empty when off."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (travels in an ACK message)."""
