@@ -1,8 +1,10 @@
-"""``flintlock savepoint|stop|status JOB``: control a running unbounded job from a shell."""
+"""``flintlock savepoint|stop|status|metrics JOB``: control a running unbounded job from a
+shell, and see its figures."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -15,6 +17,7 @@ from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import progress_line
 from flintlock.core.job.status import NOT_RUNNING
 from flintlock.core.job_errors import JobControlError
+from flintlock.metrics_table import metrics_table, run_metrics
 
 
 def add_job_commands(commands: Any) -> None:
@@ -26,13 +29,18 @@ def add_job_commands(commands: Any) -> None:
         ("savepoint", "take a savepoint of a running job at its next epoch; it keeps running"),
         ("stop", "stop a running job with a savepoint at its next epoch"),
         ("status", "show a job's status, checkpoints, savepoint and per-epoch figures"),
+        ("metrics", "show a job's metrics per vertex and subtask (its latest run)"),
     ):
         command = commands.add_parser(
             name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}"
         )
         command.add_argument("job", metavar="JOB")
         command.add_argument("--checkpoint-dir", help="the job's checkpoint directory")
-        if name != "status":
+        if name == "metrics":
+            command.add_argument(
+                "--json", action="store_true", help="every epoch's metrics and the totals"
+            )
+        elif name != "status":
             command.add_argument(
                 "--timeout", type=float, default=300.0, help="seconds to wait (default 300)"
             )
@@ -53,6 +61,9 @@ def job_command(args: argparse.Namespace) -> int:
             print(client.savepoint(args.timeout))
         elif args.command == "stop":
             print(client.stop(args.drain, args.timeout))
+        elif args.command == "metrics":
+            metrics = run_metrics(client.folder)
+            print(json.dumps(metrics, indent=1) if args.json else metrics_table(metrics))
         else:
             print(describe_status(client.status()))
     except FlintlockError as error:
