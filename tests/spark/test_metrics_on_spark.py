@@ -4,6 +4,7 @@ the stored result and ``flintlock metrics``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import urllib.request
@@ -68,7 +69,7 @@ def source_split(epoch: int) -> list[int]:
     """Rows per source subtask in an epoch: the sequence splits its range evenly."""
     first = epoch * PER_EPOCH
     bounds = np.linspace(first, first + PER_EPOCH, PARALLELISM + 1).astype(np.int64)
-    return [int(b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [int(b - a) for a, b in itertools.pairwise(bounds)]
 
 
 def per_subtask(figures: dict[str, Any], key: str) -> dict[int, int]:
