@@ -76,7 +76,7 @@ def main() -> None:
         print(f"metrics on / off: {ratio:.3f}x")
     results = {r for _, r in figures.values()}
     print("all variants agree" if len({(c, round(s, 3)) for c, s in results}) == 1 else "MISMATCH")
-    print_fixed_cost(spark, args.runs, scratch)
+    print_fixed_cost(spark, args.runs, scratch, args.metrics)
     spark.stop()
 
 
@@ -89,22 +89,25 @@ def metrics_off(work: Callable[[], Any]) -> Any:
         del os.environ["FLINTLOCK_METRICS"]
 
 
-def print_fixed_cost(spark: Any, runs: int, scratch: str) -> None:
+def print_fixed_cost(spark: Any, runs: int, scratch: str, metrics: bool = False) -> None:
     """What a job costs whatever its size: W1 over 1,000 rows, flintlock minus raw."""
     tiny = w1.w1_input(spark, 1_000, partitions=2)
-    figures = timed(
-        max(runs, 7),
-        {
-            "raw": lambda: w1.raw_map_in_arrow_w1(tiny),
-            "flintlock": lambda: w1.flintlock_w1(spark, tiny, 2, False, scratch),
-        },
-    )
+    variants = {
+        "raw": lambda: w1.raw_map_in_arrow_w1(tiny),
+        "flintlock": lambda: w1.flintlock_w1(spark, tiny, 2, False, scratch),
+    }
+    if metrics:
+        variants["off"] = lambda: metrics_off(variants["flintlock"])
+    figures = timed(max(runs, 7), variants)
     raw, flintlock = figures["raw"][0], figures["flintlock"][0]
     print(
         f"fixed cost per job (1,000 rows): raw {raw:.3f} s, flintlock per batch "
         f"{flintlock:.3f} s, +{flintlock - raw:.3f} s (planning, final checkpoint, "
         f"acknowledgement stage, commit, job result)"
     )
+    if metrics:
+        off = figures["off"][0]
+        print(f"  with metrics off: {off:.3f} s; metrics cost {flintlock - off:+.3f} s per job")
 
 
 if __name__ == "__main__":

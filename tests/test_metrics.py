@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import statistics
+import urllib.request
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
 from flintlock.core.metrics.aggregate import epoch_document, merge_user, run_totals, watermarks
-from flintlock.core.metrics.prometheus import FlintlockCollector, exposition
+from flintlock.core.metrics.prometheus import (
+    FlintlockCollector,
+    MetricsServer,
+    MetricsUnavailable,
+    exposition,
+)
 from flintlock.core.metrics.user import Histogram, Meter, MetricError, MetricGroup
 from flintlock.metrics_table import metrics_table
 from flintlock.operators.process import KeyedProcessOperator
@@ -243,3 +249,19 @@ def test_the_table_shows_every_vertex_subtask_and_user_metric() -> None:
     ]
     assert "  op  c  counter  3" in lines
     assert "  op  m  meter  8 (4.0/s)" in lines
+
+
+def test_the_endpoint_serves_the_collector_and_a_taken_port_is_a_flintlock_error() -> None:
+    document = epoch_document([ack("v", 0, 10, 4_000, 1)], EPOCH)
+    collector = FlintlockCollector("job")
+    collector.update(document, run_totals([document]))
+    server = MetricsServer(collector, 0, "127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            families = {f.name: f for f in text_string_to_metric_families(answer.read().decode())}
+        assert families["flintlock_task_numRecordsIn"].samples[0].value == 10.0
+        with pytest.raises(MetricsUnavailable, match=f"port {server.port}"):
+            MetricsServer(collector, server.port, "127.0.0.1")
+    finally:
+        server.close()

@@ -28,7 +28,8 @@ TASK_GAUGES = (
 
 
 class MetricsUnavailable(FlintlockError):
-    """Prometheus output was asked for and ``prometheus_client`` is not installed."""
+    """Prometheus output was asked for and cannot be given: ``prometheus_client`` is not
+    installed, or the port is taken."""
 
 
 def _client() -> Any:
@@ -143,7 +144,13 @@ class MetricsServer:
         client = _client()
         self.registry = client.CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
-        self.server, self.thread = client.start_http_server(port, address, self.registry)
+        try:
+            self.server, self.thread = client.start_http_server(port, address, self.registry)
+        except OSError as error:
+            raise MetricsUnavailable(
+                f"cannot serve metrics on port {port} ({error.strerror or error}): give "
+                f"another metrics_port (flintlock run --metrics-port)"
+            ) from error
 
     @property
     def port(self) -> int:

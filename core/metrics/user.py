@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from flintlock.core.errors import FlintlockError
+
 PERCENTILES = (50, 75, 95, 98, 99, 99.9)
 """The quantiles a histogram reports, as Flink's ``HistogramStatistics`` offers them."""
 
@@ -112,7 +114,7 @@ KINDS: dict[type, str] = {
 }
 
 
-class MetricError(ValueError):
+class MetricError(FlintlockError, ValueError):
     """A metric name given twice with two kinds, or an empty one."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import urllib.request
 from collections import Counter
@@ -188,3 +189,29 @@ def test_metrics_off_keeps_none(spark: Any, tmp_path: Path) -> None:
     run = bounded_job(tmp_path / "chk").execute("quiet", metrics=False)
     assert run.metrics == {} and run.collected["collect"].num_rows == 100
     assert not (tmp_path / "chk" / "quiet" / "metrics").exists()
+
+
+def test_the_readme_metrics_block_counts_what_plain_python_counts(
+    spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = re.findall(r"^```python metrics\n(.*?)^```", readme, re.S | re.M)
+    namespace: dict[str, Any] = {"__name__": "readme_metrics"}
+    exec(compile(block, "README.md metrics block", "exec"), namespace)
+    orders = namespace["orders"]
+    vertex = namespace["vertex"]
+    owners = Counter(
+        subtask_for_key_group(key_group_of(o["user"]), PARALLELISM, 128) for o in orders
+    )
+    assert per_subtask(vertex, "numRecordsIn") == dict(owners)
+    large = sum(1 for o in orders if o["amount"] >= 100)
+    assert vertex["operators"]["flag"]["user"]["counters"] == {"large": large}
+    amounts = namespace["run"].metrics["epochs"][0]["vertices"]["flag -> collect"]["operators"]
+    assert amounts["flag"]["user"]["histograms"]["amount"]["max"] == max(
+        o["amount"] for o in orders
+    )
+    # the shell lines name the job the block ran: checkpoints/orders
+    (shell,) = re.findall(r"^```text\n(flintlock metrics .*?)^```", readme, re.S | re.M)
+    assert {line.split()[2] for line in shell.splitlines()} == {"checkpoints/orders"}
+    assert main(["metrics", f"{namespace['folder']}/checkpoints/orders"]) == 0
+    assert any(line.startswith("flag -> collect") for line in capsys.readouterr().out.splitlines())
