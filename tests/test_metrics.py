@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
+from flintlock.cli import main
 from flintlock.core.metrics.aggregate import epoch_document, merge_user, run_totals, watermarks
 from flintlock.core.metrics.prometheus import (
     FlintlockCollector,
@@ -19,6 +22,7 @@ from flintlock.core.metrics.prometheus import (
     MetricsUnavailable,
     exposition,
 )
+from flintlock.core.metrics.recorder import METRICS_PORT_ENV, metrics_options
 from flintlock.core.metrics.user import Histogram, Meter, MetricError, MetricGroup
 from flintlock.metrics_table import metrics_table
 from flintlock.operators.process import KeyedProcessOperator
@@ -265,3 +269,25 @@ def test_the_endpoint_serves_the_collector_and_a_taken_port_is_a_flintlock_error
             MetricsServer(collector, server.port, "127.0.0.1")
     finally:
         server.close()
+
+
+def test_operators_get_rates_and_lag_over_their_subtasks_time() -> None:
+    document = epoch_document([ack("v", 0, 10, 4_000, 1), ack("v", 1, 30, 6_000, 2)], EPOCH)
+    sub = document["vertices"]["v"]["subtasks"]["1"]["operators"]["op"]
+    assert sub["numRecordsOutPerSecond"] == pytest.approx(15.0)  # 30 rows in 2 s
+    assert sub["watermarkLagMs"] == pytest.approx(10_000 - 6_000)
+    assert document["vertices"]["v"]["operators"]["op"]["numRecordsInPerSecond"] == 20.0
+
+
+def test_flintlock_run_passes_the_metrics_port_to_the_job(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    seen = tmp_path / "seen.txt"
+    job.write_text(f"import os\nopen({str(seen)!r}, 'w').write(os.environ['{METRICS_PORT_ENV}'])\n")
+    assert main(["run", str(job), "--metrics-port", "9349"]) == 0
+    assert seen.read_text() == "9349" and METRICS_PORT_ENV not in os.environ
+    assert metrics_options(None, None) == (True, None)
+    os.environ["FLINTLOCK_METRICS"] = "0"
+    try:
+        assert metrics_options(None, 5) == (False, 5)
+    finally:
+        del os.environ["FLINTLOCK_METRICS"]

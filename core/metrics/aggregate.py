@@ -8,19 +8,28 @@ from typing import Any
 from flintlock.core.metrics.subtask import is_max
 
 RECORDS = ("numRecordsIn", "numRecordsOut")
+RATES = ("numRecordsInPerSecond", "numRecordsOutPerSecond")
 
 
 def with_rates(metrics: dict[str, Any]) -> dict[str, Any]:
-    """A subtask's figures plus Flink's per-second ones and its watermark lag."""
+    """A subtask's figures plus Flink's per-second ones and its watermark lag, for the
+    subtask and for each of its operators (over the subtask's time in the epoch)."""
     seconds = metrics.get("durationMs", 0.0) / 1e3
-    mark = metrics.get("currentInputWatermark")
-    lag = None if mark is None or is_max(mark) else metrics["time"] * 1e3 - mark
+    now_ms = metrics["time"] * 1e3
+
+    def rates(figures: dict[str, Any]) -> dict[str, Any]:
+        mark = figures.get("currentInputWatermark")
+        return {
+            **figures,
+            "numRecordsInPerSecond": figures["numRecordsIn"] / seconds if seconds else 0.0,
+            "numRecordsOutPerSecond": figures["numRecordsOut"] / seconds if seconds else 0.0,
+            "watermarkLagMs": None if mark is None or is_max(mark) else now_ms - mark,
+        }
+
     return {
-        **metrics,
-        "numRecordsInPerSecond": metrics["numRecordsIn"] / seconds if seconds else 0.0,
-        "numRecordsOutPerSecond": metrics["numRecordsOut"] / seconds if seconds else 0.0,
+        **rates(metrics),
         "busyTimeMsPerSecond": metrics["busyTimeMs"] / seconds if seconds else 0.0,
-        "watermarkLagMs": lag,
+        "operators": {name: rates(op) for name, op in metrics.get("operators", {}).items()},
     }
 
 
@@ -73,11 +82,11 @@ def vertex_figures(subtasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for name in running[0]["operators"] if running else []:
         parts = [m["operators"][name] for m in running]
         operators[name] = {
-            **{k: sum(p[k] for p in parts) for k in (*RECORDS, "stateSizeBytes")},
+            **{k: sum(p[k] for p in parts) for k in (*RECORDS, *RATES, "stateSizeBytes")},
             "currentInputWatermark": min_watermark([p["currentInputWatermark"] for p in parts]),
             "user": merge_user([p["user"] for p in parts]),
         }
-    summed = ("numRecordsInPerSecond", "numRecordsOutPerSecond", "stateSizeBytes")
+    summed = (*RATES, "stateSizeBytes")
     mark = min_watermark([m["currentInputWatermark"] for m in running])
     lags = [m["watermarkLagMs"] for m in running if m["watermarkLagMs"] is not None]
     return {
