@@ -202,7 +202,7 @@ class EpochRun:
         metrics = self.master.metrics.record(
             checkpoint.acknowledgements, {k: figures[k] for k in EPOCH_KEYS}
         )
-        figures["watermarks"] = watermarks(metrics) if metrics else {}
+        figures["watermarks"] = watermarks(metrics) if metrics else dict.fromkeys(records)
         self.epochs.append(figures)
         self._write_status("RUNNING", plan.run_id, checkpoint.checkpoint_id)
         if self.progress is not None:
