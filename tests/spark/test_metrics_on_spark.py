@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flintlock import EpochTrigger, KeyedProcessFunction, StreamExecutionEnvironment
+from flintlock import CollectSink, EpochTrigger, KeyedProcessFunction, StreamExecutionEnvironment
 from flintlock.cli import main
 from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.events import MAX_TIMESTAMP
@@ -56,7 +56,7 @@ def keyed_job(checkpoint_dir: Path) -> StreamExecutionEnvironment:
         .map(lambda r: {**r, "k": r["id"] % KEYS}, name="addkey")
         .key_by("k")
         .process(CountPerSubtask(), name="count")
-        .collect()
+        .sink_to(CollectSink(), name="collect")
     )
     return env
 
@@ -159,7 +159,8 @@ class Double(KeyedProcessFunction):
 def bounded_job(checkpoint_dir: Path) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment(parallelism=PARALLELISM, checkpoint_dir=str(checkpoint_dir))
     rows = [{"k": f"key{i % 5}", "v": i} for i in range(100)]
-    env.from_collection(rows).key_by("k").process(Double(), name="double").collect()
+    stream = env.from_collection(rows).key_by("k").process(Double(), name="double")
+    stream.sink_to(CollectSink(), name="collect")
     return env
 
 
