@@ -6,12 +6,16 @@ interleaved across the variants. Prints records/s (input rows) and each figure's
 to the raw mapInArrow baseline. The input is ``spark.range(N, numPartitions=2)``, read
 as it is (``--input uncached``, each run computes it) or cached once (``--input cached``).
 
-    python bench/w1.py [--rows 10000000] [--runs 5] [--input uncached|cached]
+    python bench/w1.py [--rows 10000000] [--runs 5] [--input uncached|cached] [--metrics]
+
+``--metrics`` times flintlock per batch with metrics on (the default) against off
+(``FLINTLOCK_METRICS=0``, as ``execute(metrics=False)``) in the same run, interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -34,6 +38,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--input", choices=["uncached", "cached"], default="uncached")
     parser.add_argument("--skip-per-record", action="store_true")
+    parser.add_argument("--metrics", action="store_true", help="metrics on against off")
     args = parser.parse_args()
     spark = local_session(driver_memory="4g")
     frame = w1.w1_input(spark, args.rows, partitions=2)
@@ -45,7 +50,11 @@ def main() -> None:
         "raw mapInArrow (baseline)": lambda: w1.raw_map_in_arrow_w1(frame),
         "flintlock per batch": lambda: w1.flintlock_w1(spark, frame, 2, False, scratch),
     }
-    if not args.skip_per_record:
+    if args.metrics:
+        variants["flintlock, metrics off"] = lambda: metrics_off(
+            lambda: w1.flintlock_w1(spark, frame, 2, False, scratch)
+        )
+    elif not args.skip_per_record:
         variants["flintlock per record"] = lambda: w1.flintlock_w1(spark, frame, 2, True, scratch)
     for _ in range(2):  # warm-up: the JVM's JIT, Python workers, imports
         for work in variants.values():
@@ -62,28 +71,43 @@ def main() -> None:
             f"{name:<28}{seconds:>10.2f}{args.rows / seconds:>14,.0f}"
             f"{seconds / baseline:>12.2f}x  {result[0]} rows, sum {result[1]:.1f}"
         )
+    if args.metrics:
+        ratio = figures["flintlock per batch"][0] / figures["flintlock, metrics off"][0]
+        print(f"metrics on / off: {ratio:.3f}x")
     results = {r for _, r in figures.values()}
     print("all variants agree" if len({(c, round(s, 3)) for c, s in results}) == 1 else "MISMATCH")
-    print_fixed_cost(spark, args.runs, scratch)
+    print_fixed_cost(spark, args.runs, scratch, args.metrics)
     spark.stop()
 
 
-def print_fixed_cost(spark: Any, runs: int, scratch: str) -> None:
+def metrics_off(work: Callable[[], Any]) -> Any:
+    """Run ``work`` with metrics off (the switch ``execute()`` reads when not told)."""
+    os.environ["FLINTLOCK_METRICS"] = "0"
+    try:
+        return work()
+    finally:
+        del os.environ["FLINTLOCK_METRICS"]
+
+
+def print_fixed_cost(spark: Any, runs: int, scratch: str, metrics: bool = False) -> None:
     """What a job costs whatever its size: W1 over 1,000 rows, flintlock minus raw."""
     tiny = w1.w1_input(spark, 1_000, partitions=2)
-    figures = timed(
-        max(runs, 7),
-        {
-            "raw": lambda: w1.raw_map_in_arrow_w1(tiny),
-            "flintlock": lambda: w1.flintlock_w1(spark, tiny, 2, False, scratch),
-        },
-    )
+    variants = {
+        "raw": lambda: w1.raw_map_in_arrow_w1(tiny),
+        "flintlock": lambda: w1.flintlock_w1(spark, tiny, 2, False, scratch),
+    }
+    if metrics:
+        variants["off"] = lambda: metrics_off(variants["flintlock"])
+    figures = timed(max(runs, 7), variants)
     raw, flintlock = figures["raw"][0], figures["flintlock"][0]
     print(
         f"fixed cost per job (1,000 rows): raw {raw:.3f} s, flintlock per batch "
         f"{flintlock:.3f} s, +{flintlock - raw:.3f} s (planning, final checkpoint, "
         f"acknowledgement stage, commit, job result)"
     )
+    if metrics:
+        off = figures["off"][0]
+        print(f"  with metrics off: {off:.3f} s; metrics cost {flintlock - off:+.3f} s per job")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ class CollectingWriter:
         self.lifecycle_phases: list[dict[str, list[float]]] = []  # reported after close
         self.side_batches: dict[str, list[pa.RecordBatch]] = {}
         self.statuses: list[bool] = []
+        self.records_out = 0  # the task's numRecordsOut, as the Spark task's writer counts
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
+        self.records_out += batch.num_rows
         self.batches.append(batch)
 
     def emit_side(self, operator: str, tag: str, batch: pa.RecordBatch) -> None:

@@ -57,13 +57,12 @@ class TaskHarness:
 
     The task starts on the first call that needs it (or ``open()``): load, setup,
     initialize_state, open and — after a restore — the checkpoint notifications.
-    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close);
-    ``complete(n)`` ends the input and takes the final checkpoint. Continue from a
-    snapshot with a new harness: ``restore_from=snapshot``. Processing time is a
-    ManualClock starting at 0 (``set_processing_time``), unless ``clock`` is given;
-    ``ttl_clock`` (e.g. a ``ManualClock``) is the processing time state TTL reads;
-    ``snapshot_root`` (a folder on ``storage``) is where snapshots go, as a savepoint's.
-    """
+    ``checkpoint(n)`` ends the epoch as on Spark (snapshot, acknowledge, close); ``complete(n)``
+    ends the input and takes the final checkpoint. Continue from a snapshot with a new
+    harness: ``restore_from=snapshot``. Processing time is a ManualClock starting at 0
+    (``set_processing_time``), unless ``clock`` is given; ``ttl_clock`` (e.g. a ``ManualClock``)
+    is the processing time state TTL reads; ``snapshot_root`` (a folder on ``storage``) is
+    where snapshots go, as a savepoint's."""
 
     task_type = "one-input"
 
@@ -120,6 +119,7 @@ class TaskHarness:
             ttl_clock=ttl_clock,
             clock=self.clock,
             snapshot_root=snapshot_root,
+            records_in=None if self.task_type == "source" else self._input.records,
         )
         task_class: type[StreamTask] = registry.get("task type", self.task_type)
         self.task = task_class(self.environment, registry)
@@ -230,9 +230,7 @@ class TaskHarness:
     def output(self) -> pa.Table:
         """Everything the chain emitted, as one table (empty if nothing)."""
         batches = self.writer.batches
-        if not batches:
-            return pa.table({})
-        return pa.Table.from_batches(batches)
+        return pa.Table.from_batches(batches) if batches else pa.table({})
 
     def output_rows(self) -> list[dict[str, Any]]:
         """Everything emitted, as rows."""

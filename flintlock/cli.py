@@ -17,6 +17,7 @@ from flintlock.core.hooks.registry import KINDS, build_registry
 from flintlock.core.job.control import PROGRESS_ENV
 from flintlock.core.job.signals import stop_signals
 from flintlock.core.job_errors import JobCanceled
+from flintlock.core.metrics.recorder import METRICS_PORT_ENV
 from flintlock.core.spark.session import SparkSetupError
 from flintlock.job_commands import add_job_commands, job_command
 
@@ -87,6 +88,7 @@ def run_job(
     master: str | None = None,
     job_args: list[str] | None = None,
     new_run: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
@@ -103,6 +105,8 @@ def run_job(
         environment[MASTER_ENV] = master
     if new_run:
         environment[NEW_RUN_ENV] = "1"
+    if metrics_port is not None:
+        environment[METRICS_PORT_ENV] = str(metrics_port)
     environment[PROGRESS_ENV] = "1"  # unbounded jobs print a line per epoch
     try:
         with job_process_settings([path, *(job_args or [])], environment), stop_signals():
@@ -175,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the job again even if a finished run of it is recorded in its "
         "checkpoint directory",
     )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve the job's metrics for Prometheus on this port while it runs",
+    )
     commands.add_parser(
         "plugins",
         help="list installed task types, state backends, operators and sinks",
@@ -215,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return checkpoints_command(args)
-    if args.command in ("savepoint", "stop", "status", "report"):
+    if args.command in ("savepoint", "stop", "status", "report", "metrics"):
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return job_command(args)
@@ -230,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
             f"with '-' go after '--': flintlock run {args.job} -- {' '.join(options)})"
         )
     job_args = [*args.job_args, *unknown, *passed_through]
-    return run_job(args.job, args.parallelism, args.master, job_args, args.new_run)
+    return run_job(
+        args.job, args.parallelism, args.master, job_args, args.new_run, args.metrics_port
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""``flintlock savepoint|stop|status|report JOB``: control a running unbounded job from a
-shell, or write a job's HTML run report."""
+"""``flintlock savepoint|stop|status|metrics|report JOB``: control a running unbounded job
+from a shell, see its figures, or write its HTML run report."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import progress_line
 from flintlock.core.job.status import NOT_RUNNING
 from flintlock.core.job_errors import JobControlError
+from flintlock.metrics_table import metrics_table, run_metrics
 
 
 def add_job_commands(commands: Any) -> None:
@@ -28,6 +30,7 @@ def add_job_commands(commands: Any) -> None:
         ("stop", "stop a running job with a savepoint at its next epoch"),
         ("status", "show a job's status, checkpoints, savepoint and per-epoch figures"),
         ("report", "write an HTML report of a job's runs: graph, epochs, phases, failures"),
+        ("metrics", "show a job's metrics per vertex and subtask (its latest run)"),
     ):
         command = commands.add_parser(
             name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}"
@@ -37,6 +40,10 @@ def add_job_commands(commands: Any) -> None:
         if name == "report":
             command.add_argument(
                 "-o", "--output", default="report.html", help="the HTML file (report.html)"
+            )
+        elif name == "metrics":
+            command.add_argument(
+                "--json", action="store_true", help="every epoch's metrics and the totals"
             )
         elif name != "status":
             command.add_argument(
@@ -68,6 +75,9 @@ def job_command(args: argparse.Namespace) -> int:
             print(client.savepoint(args.timeout))
         elif args.command == "stop":
             print(client.stop(args.drain, args.timeout))
+        elif args.command == "metrics":
+            metrics = run_metrics(client.folder)
+            print(json.dumps(metrics, indent=1) if args.json else metrics_table(metrics))
         else:
             print(describe_status(client.status()))
     except FlintlockError as error:

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "sources": 2,
     "plan": 2,
     "checkpoint": 2,
+    "metrics": 2,
     # 3: the Spark glue
     "spark": 3,
     # 4: the job on the driver
@@ -45,11 +46,12 @@ NEVER: dict[str, set[str]] = {
     "checkpoint": {"runtime", "state", "hooks"},
     "state": {"plan", "sources", "hooks"},
     "api": {"hooks", "sources"},
+    "metrics": {"runtime", "exchange", "state", "sources", "plan", "hooks", "api"},
 }
 """Within layer 2, the rooms each room does not import at run time: the exchange moves
 messages and knows no operator; checkpoints are written by the runtime and the state
 backends, and read without them; state knows no graph; the user's contracts no plugin
-machinery."""
+machinery; metrics are read from tasks and acknowledgements, and written to storage."""
 
 OUTSIDE_CORE = ("flintlock.plugins", "flintlock.operators", "flintlock.sinks")
 ANY_ROOM = {"testing", "harness_output"}

@@ -31,6 +31,7 @@ from flintlock.core.state.handles import (
 )
 
 if TYPE_CHECKING:
+    from flintlock.core.metrics.user import MetricGroup
     from flintlock.core.runtime.operator import OperatorContext
     from flintlock.core.task_info import TaskInfo
 
@@ -52,6 +53,11 @@ class RuntimeContext:
     def operator_name(self) -> str:
         """The name of the operator holding this function."""
         return self._context.operator_name
+
+    def metric_group(self) -> MetricGroup:
+        """The operator's metrics in this subtask (Flink's ``getMetricGroup()``):
+        ``counter``, ``gauge``, ``histogram``, ``meter``; read once per epoch."""
+        return self._context.metrics
 
     def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
         """Keyed value state (the operator must be keyed)."""

@@ -187,6 +187,8 @@ class TaskAcknowledgement:
     lifecycle_phases: dict[str, list[float]] = field(default_factory=dict)
     """Each invoke phase (setup, initialize_state, open, run, finish, snapshot, close, ...)
     -> [start, end] in wall-clock seconds; one entry per phase, never per record."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """The subtask's metrics of the epoch (core/metrics/subtask.py); empty when off."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (travels in an ACK message)."""

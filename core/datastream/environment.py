@@ -26,6 +26,7 @@ from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
 from flintlock.core.job.master import JobConfig, JobMaster
 from flintlock.core.job.result import JobExecutionResult
+from flintlock.core.metrics.recorder import metrics_options
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session
@@ -108,6 +109,8 @@ class StreamExecutionEnvironment(SourceMethods):
         allow_non_restored_state: bool = False,
         trigger: EpochTrigger | None = None,
         progress: Progress | None = None,
+        metrics: bool | None = None,
+        metrics_port: int | None = None,
     ) -> JobExecutionResult:
         """Run the program: a bounded job as one epoch (final checkpoint, commits); a job
         with unbounded sources as epochs, each ending in a committed checkpoint, started
@@ -127,6 +130,10 @@ class StreamExecutionEnvironment(SourceMethods):
         latest checkpoint) gives a run that starts its state: operators are matched by uid,
         at any parallelism. It is checked before Spark starts; state of an operator the job
         no longer has is refused unless ``allow_non_restored_state``.
+
+        ``metrics`` (default on, ``FLINTLOCK_METRICS=0`` turns it off) takes Flink's metrics
+        each epoch: ``result.metrics``, ``flintlock metrics JOB``, the job folder's
+        ``metrics/``; ``metrics_port`` also serves them for Prometheus while the job runs.
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
@@ -164,6 +171,7 @@ class StreamExecutionEnvironment(SourceMethods):
                 restore=restore,
                 lease_seconds=self.lease_seconds,
             )
+            config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
             if progress is None and os.environ.get(PROGRESS_ENV, "") not in ("", "0"):
                 progress = print_progress
             master = JobMaster(spark, self.transformations, config)

@@ -31,6 +31,7 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job.run_log import RunLog
+from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[dict[str, Any]], None]
 """Called on the driver after every epoch with its figures (the CLI prints a line)."""
+EPOCH_KEYS = ("epoch", "checkpoint_id", "kind", "final", "seconds", "time")
+"""The epoch's figures its metrics document starts with."""
 
 
 class EpochRun:
@@ -145,6 +148,7 @@ class EpochRun:
             source_epochs=source_epochs,
             snapshot_root=snapshot_root,
             finished_subtasks=finished_subtasks(self.graph, restores),
+            metrics=master.config.metrics,
         )
 
     def checkpoint_epoch(
@@ -198,6 +202,10 @@ class EpochRun:
             "checkpoint_bytes": size,
             "time": time.time(),
         }
+        metrics = self.master.metrics.record(
+            checkpoint.acknowledgements, {k: figures[k] for k in EPOCH_KEYS}
+        )
+        figures["watermarks"] = watermarks(metrics) if metrics else dict.fromkeys(records)
         self.epochs.append(figures)
         self.run_log.record_epoch(plan, checkpoint, figures)
         self._write_status("RUNNING", plan.run_id, checkpoint.checkpoint_id)
@@ -282,6 +290,7 @@ class EpochRun:
         """The run's figures: status, epochs, and every epoch's collected rows."""
         result.status = status
         result.epochs = len(self.epochs)
+        result.metrics = self.master.metrics.summary()
         result.collected = {
             name: pa.concat_tables(tables, promote_options="permissive")
             for name, tables in self.collected.items()

@@ -58,6 +58,10 @@ class JobConfig:
     """If set, the run's final snapshot is a savepoint in a new folder under it."""
     lease_seconds: float = DEFAULT_RENEW_SECONDS
     """How often the driver renews its lease on the job (it holds for 5 periods)."""
+    metrics: bool = True
+    """Take Flink's metrics per epoch (core/metrics/) and keep them in the job's folder."""
+    metrics_port: int | None = None
+    """Serve the metrics in Prometheus' text format on this port while the job runs."""
 
 
 class JobMaster(JobResults):
@@ -103,15 +107,18 @@ class JobMaster(JobResults):
         )
         lease.acquire()  # first: the job's identity is made under it at the first start
         job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
+        self.metrics = self.metrics_recorder()
         try:
             self.folder.open()
             self.folder.lease = lease
+            self.metrics.start()
             with job_signals.on_cancel(self.cancel_spark_jobs):
                 return self._execute(new_run, trigger, progress, started)
         except KeyboardInterrupt as interrupt:
             self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
             raise
         finally:
+            self.metrics.close()
             self.folder.lease = None
             lease.release()
 
@@ -210,6 +217,7 @@ class JobMaster(JobResults):
             job_id=self.folder.job_id,
             restores=restores,
             snapshot_root=root,
+            metrics=self.config.metrics,
         )
         run_log = RunLog(self.folder, graph)
         run_log.record_run(run_id)
@@ -262,6 +270,7 @@ class JobMaster(JobResults):
             self.record_failed(checkpoint.run_id, error)
             raise
         result = self.result_of(checkpoint, started, resumed=resumed)
+        result.metrics = self.final_metrics(checkpoint, started, resumed)
         self.folder.record_finished(
             checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
         )

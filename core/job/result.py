@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
-from flintlock.core.checkpoint.job_folder import JobRecord
+from flintlock.core.checkpoint.job_folder import JobFolder, JobRecord
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.metrics.recorder import MetricsRecorder, read_run_metrics
 
 if TYPE_CHECKING:
     from flintlock.core.job.master import JobConfig
@@ -44,6 +45,10 @@ class JobExecutionResult:
     """Epochs this run ran (an unbounded job runs one per trigger)."""
     savepoint_path: str | None = None
     """The savepoint's own folder, if the run's last snapshot was a savepoint."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Flink's metrics of the run: ``epochs`` (one document each: per vertex, subtask
+    and operator, and the checkpoint) and ``totals`` (records and user counts summed);
+    empty with ``metrics=False``. A stored result's are read back from the job folder."""
 
 
 class JobResults:
@@ -53,6 +58,39 @@ class JobResults:
     config: JobConfig
     storage: CheckpointStorage
     sinks: dict[str, TwoPhaseCommitSink]
+    folder: JobFolder
+    run_id: str
+    metrics: MetricsRecorder
+
+    def metrics_recorder(self) -> MetricsRecorder:
+        """The run's metrics recorder, as the job's config asks (on, off, a port)."""
+        config = self.config
+        return MetricsRecorder(
+            self.storage,
+            self.folder.path,
+            config.job_name,
+            self.run_id,
+            enabled=config.metrics,
+            port=config.metrics_port,
+        )
+
+    def final_metrics(
+        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool
+    ) -> dict[str, Any]:
+        """A bounded run's metrics (its one epoch), or, for a resumed commit, those the
+        run that took the checkpoint kept."""
+        if resumed:
+            return read_run_metrics(self.storage, self.folder.path, checkpoint.run_id)
+        epoch = {
+            "epoch": 1,
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "kind": "savepoint" if checkpoint.savepoint else "checkpoint",
+            "final": True,
+            "seconds": round(time.perf_counter() - started, 4),
+            "time": time.time(),
+        }
+        self.metrics.record(checkpoint.acknowledgements, epoch)
+        return self.metrics.summary()
 
     def result_of(
         self,
@@ -122,4 +160,5 @@ class JobResults:
             resumed=True,
             already_finished=True,
             savepoint_path=stored.get("savepoint_path"),
+            metrics=read_run_metrics(self.storage, self.folder.path, record.run_id),
         )

@@ -45,6 +45,8 @@ class ExecutionPlan:
     finished_subtasks: dict[str, dict[int, int]] = field(default_factory=dict)
     """Vertex name -> {subtask: the checkpoint it finished in}: finished subtasks of
     vertices whose other subtasks still run; they run no operator either."""
+    metrics: bool = True
+    """Tasks take their metrics at each snapshot (``env.execute(metrics=False)``: not)."""
 
     def __post_init__(self) -> None:
         layers = self.graph.layers()

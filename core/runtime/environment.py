@@ -41,3 +41,5 @@ class TaskEnvironment:
     records_in: Callable[[], int] | None = None
     """Records the subtask read from its input channels so far (None: a source subtask,
     whose head counts what it read)."""
+    metrics: bool = True
+    """Take the subtask's metrics at each snapshot and send them in its acknowledgement."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.events import MIN_TIMESTAMP, Watermark
+from flintlock.core.metrics.user import MetricGroup
 from flintlock.core.state.descriptors import StateDescriptor
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class OperatorContext:
     """The task's clock and processing-time timer check (set by the chain in setup)."""
     restored_types: dict[str, pa.DataType] = field(default_factory=dict)
     """Restored keyed states' stored value types, checked against their descriptors."""
+    metrics: MetricGroup = field(default_factory=MetricGroup)
+    """The operator's user metrics (``runtime_context.metric_group()``), read per epoch."""
 
     def keyed_state(self, descriptor: StateDescriptor) -> Any:
         """The keyed state handle of ``descriptor``; an error if the operator is not keyed,

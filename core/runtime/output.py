@@ -91,6 +91,8 @@ class ChainingOutput(Output):
 
     def __init__(self, target: StreamOperator, hooks: HookRunner, task: TaskInfo) -> None:
         self.target = target
+        self.rows = 0
+        """Rows handed to ``target`` (its numRecordsIn), counted per batch."""
         process = target.process_batch  # type: ignore[attr-defined]
         watermark = target.process_watermark
         if hooks.implemented("flintlock_operator_process_batch"):
@@ -121,6 +123,7 @@ class ChainingOutput(Output):
         self._watermark = watermark
 
     def emit(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
         try:
             self._process(batch)
         except BaseException as error:

@@ -18,6 +18,7 @@ from flintlock.core.exchange.key_groups import key_group_range
 from flintlock.core.hooks.registry import Registry, build_registry
 from flintlock.core.hooks.runner import HookRunner
 from flintlock.core.hooks.specs import TaskPhase
+from flintlock.core.metrics.subtask import IdleClock, operator_metrics, state_sizes, subtask_metrics
 from flintlock.core.runtime.chain import OperatorChain
 from flintlock.core.runtime.environment import TaskEnvironment
 from flintlock.core.runtime.execution_state import ExecutionState, check_transition
@@ -49,6 +50,9 @@ class StreamTask:
         self.processing_time = ProcessingTimeService(environment.clock)
         self.lifecycle_phases: dict[str, list[float]] = {}
         """Phase -> [start, end] in wall-clock seconds, for the run report's Gantt chart."""
+        self.idle = IdleClock()
+        if environment.metrics:  # the time spent waiting for input is idle, not busy
+            environment.input = self.idle.timed(environment.input)
 
     def invoke(self) -> TaskAcknowledgement | None:
         """Run the subtask to its end; raises LifecycleError on failure or cancel."""
@@ -149,6 +153,7 @@ class StreamTask:
         """Take the epoch's snapshot (after the barrier), write it, acknowledge it."""
         barrier = self.barrier or self.await_barrier()
         self.barrier = barrier
+        snapshot_started = time.perf_counter()
         env, info = self.environment, self.info
         directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id, env.snapshot_root)
         operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
@@ -163,6 +168,10 @@ class StreamTask:
             finished_at=barrier.checkpoint_id if self.input_ended else None,
         )
         self.snapshot = snapshot
+        records_in = env.records_in() if env.records_in is not None else self.source_records()
+        records_out = getattr(env.writer, "records_out", 0) + sum(
+            getattr(op, "records_written", 0) for op in self.chain.head_to_tail()
+        )
         self.acknowledgement = TaskAcknowledgement(
             checkpoint_id=barrier.checkpoint_id,
             task_name=info.task_name,
@@ -176,11 +185,13 @@ class StreamTask:
                 for op in self.chain.head_to_tail()
                 if (found := op.committables()) is not None
             },
-            records_in=env.records_in() if env.records_in is not None else self.source_records(),
-            records_out=getattr(env.writer, "records_out", 0)
-            + sum(getattr(op, "records_written", 0) for op in self.chain.head_to_tail()),
+            records_in=records_in,
+            records_out=records_out,
             duration_seconds=time.perf_counter() - self.started,
             finished_at=snapshot.finished_at,
+            metrics=self.epoch_metrics(operators, records_in, records_out, snapshot_started, size)
+            if env.metrics
+            else {},
         )
         env.writer.acknowledge(self.acknowledgement)
 
@@ -191,6 +202,34 @@ class StreamTask:
         if self.acknowledgement is not None:
             phases = {name: list(times) for name, times in self.lifecycle_phases.items()}
             self.environment.writer.report_phases(self.info, phases)
+
+    def epoch_metrics(
+        self,
+        snapshots: dict[str, Any],
+        records_in: int,
+        records_out: int,
+        snapshot_started: float,
+        manifest_bytes: int,
+    ) -> dict[str, Any]:
+        """The subtask's metrics of this epoch (Flink's names), read once, at its snapshot."""
+        state_bytes = state_sizes(self.environment.storage, snapshots)
+        chained = [output.rows for output in self.chain.outputs[:-1]]  # type: ignore[attr-defined]
+        now = time.perf_counter()
+        return subtask_metrics(
+            records_in=records_in,
+            records_out=records_out,
+            duration_seconds=now - self.started,
+            idle_seconds=self.idle.idle_seconds,
+            checkpoint_seconds=now - snapshot_started,
+            checkpoint_bytes=sum(state_bytes.values()) + manifest_bytes,
+            operators=operator_metrics(
+                self.chain.head_to_tail(),
+                records_in,
+                chained,
+                getattr(self.environment.writer, "records_out", 0),
+                state_bytes,
+            ),
+        )
 
     def source_records(self) -> int:
         """Records a source subtask's head read (0 for a head that counts none)."""

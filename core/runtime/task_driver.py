@@ -13,7 +13,7 @@ from typing import Any
 import greenlet
 
 from flintlock.core.errors import TaskCanceled
-from flintlock.core.events import InputEvent
+from flintlock.core.events import DataEvent, InputEvent
 from flintlock.core.runtime.task import StreamTask
 
 _NEED_INPUT = object()
@@ -24,10 +24,19 @@ class DrivenInput(Iterator[InputEvent]):
 
     def __init__(self) -> None:
         self.driver: TaskDriver | None = None
+        self.rows = 0
+        """Rows of the data events handed to the task, as a Spark task's reader counts."""
 
     def __next__(self) -> InputEvent:
         assert self.driver is not None, "DrivenInput used outside a TaskDriver"
-        return self.driver.parent.switch(_NEED_INPUT)
+        event = self.driver.parent.switch(_NEED_INPUT)
+        if type(event) is DataEvent:
+            self.rows += event.batch.num_rows
+        return event
+
+    def records(self) -> int:
+        """The task's numRecordsIn so far."""
+        return self.rows
 
 
 class TaskDriver:

@@ -152,6 +152,7 @@ class StageFunction:
             epoch_barrier=plan.barrier,
             records_in=(lambda: reader.records_in) if reader is not None else None,
             snapshot_root=plan.snapshot_root,
+            metrics=plan.metrics,
         )
         task_type: type[StreamTask] = registry.get("task type", vertex.task_type)
         return task_type(environment, registry), writer, reader

@@ -1,0 +1,163 @@
+"""The metrics in Prometheus' text format, through ``prometheus_client``: a collector over
+the latest epoch and the run's totals, a file per epoch and an HTTP endpoint on demand.
+
+Names follow Flink's Prometheus reporter: ``flintlock_task_<metric>`` with labels
+job_name, task_name and subtask_index, ``flintlock_operator_<metric>`` adds operator_name;
+user metrics are ``flintlock_operator_user_<name>`` (non-alphanumerics made ``_``).
+Everything is a gauge (a Flink counter may go down); records are the run's totals."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from flintlock.core.errors import FlintlockError
+
+TASK_GAUGES = (
+    "numRecordsInPerSecond",
+    "numRecordsOutPerSecond",
+    "busyTimeMsPerSecond",
+    "currentInputWatermark",
+    "watermarkLagMs",
+    "stateSizeBytes",
+    "checkpointDurationMs",
+    "checkpointSizeBytes",
+)
+"""Per subtask, the latest epoch's value."""
+
+
+class MetricsUnavailable(FlintlockError):
+    """Prometheus output was asked for and cannot be given: ``prometheus_client`` is not
+    installed, or the port is taken."""
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+        import prometheus_client.core
+    except ImportError as error:
+        raise MetricsUnavailable(
+            "Prometheus metrics need prometheus_client: pip install 'flintlock[metrics]'"
+        ) from error
+    return prometheus_client
+
+
+def available() -> bool:
+    """True if ``prometheus_client`` can be imported."""
+    try:
+        _client()
+    except MetricsUnavailable:
+        return False
+    return True
+
+
+def metric_name(name: str) -> str:
+    """A Prometheus-safe name: letters, digits and ``_``."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+class FlintlockCollector:
+    """Yields the families of one job's latest epoch and run totals when scraped."""
+
+    def __init__(self, job_name: str) -> None:
+        self.job_name = job_name
+        self.latest: dict[str, Any] | None = None
+        self.totals: dict[str, Any] = {"vertices": {}}
+
+    def update(self, latest: dict[str, Any], totals: dict[str, Any]) -> None:
+        """Serve this epoch's figures from now on (one reference swap: scrapes see a
+        whole epoch)."""
+        self.latest, self.totals = latest, totals
+
+    def collect(self) -> Iterator[Any]:
+        """The metric families (prometheus_client's Collector protocol)."""
+        gauge = _client().core.GaugeMetricFamily
+        families: dict[str, Any] = {}
+
+        def add(name: str, labels: dict[str, str], value: Any, text: str) -> None:
+            if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+                return
+            family = families.get(name)
+            if family is None:
+                family = families[name] = gauge(name, text, labels=list(labels))
+            family.add_metric(list(labels.values()), float(value))
+
+        self._add_totals(add)
+        self._add_latest(add)
+        return iter(families.values())
+
+    def _add_totals(self, add: Any) -> None:
+        for task, vertex in self.totals["vertices"].items():
+            for index, sub in vertex["subtasks"].items():
+                labels = {"job_name": self.job_name, "task_name": task, "subtask_index": index}
+                for key in ("numRecordsIn", "numRecordsOut"):
+                    add(f"flintlock_task_{key}", labels, sub[key], f"{key}, run total")
+
+    def _add_latest(self, add: Any) -> None:
+        latest = self.latest
+        if latest is None:
+            return
+        add("flintlock_job_epoch", {"job_name": self.job_name}, latest["epoch"], "epochs run")
+        checkpoint = latest["checkpoint"]
+        job = {"job_name": self.job_name}
+        add("flintlock_job_lastCheckpointSize", job, checkpoint["sizeBytes"], "bytes")
+        add("flintlock_job_lastCheckpointDuration", job, checkpoint["durationMs"], "ms")
+        for task, vertex in latest["vertices"].items():
+            for index, sub in vertex["subtasks"].items():
+                labels = {"job_name": self.job_name, "task_name": task, "subtask_index": index}
+                for key in TASK_GAUGES:
+                    add(f"flintlock_task_{key}", labels, sub.get(key), f"{key}, latest epoch")
+                for op, figures in sub.get("operators", {}).items():
+                    self._add_operator(add, {**labels, "operator_name": op}, figures)
+
+    @staticmethod
+    def _add_operator(add: Any, labels: dict[str, str], figures: dict[str, Any]) -> None:
+        for key in ("numRecordsIn", "numRecordsOut", "currentInputWatermark", "stateSizeBytes"):
+            add(f"flintlock_operator_{key}", labels, figures.get(key), f"{key}, latest epoch")
+        user = figures.get("user", {})
+        for kind in ("counters", "gauges"):
+            for name, value in user.get(kind, {}).items():
+                add(f"flintlock_operator_user_{metric_name(name)}", labels, value, f"user {kind}")
+        for name, meter in user.get("meters", {}).items():
+            base = f"flintlock_operator_user_{metric_name(name)}"
+            add(base, labels, meter["count"], "user meter, events")
+            add(f"{base}_rate", labels, meter["rate"], "user meter, events per second")
+        for name, statistics in user.get("histograms", {}).items():
+            base = f"flintlock_operator_user_{metric_name(name)}"
+            for stat, value in statistics.items():
+                add(f"{base}_{metric_name(stat)}", labels, value, "user histogram")
+
+
+def exposition(collector: FlintlockCollector) -> str:
+    """The collector's families in Prometheus' text format."""
+    client = _client()
+    registry = client.CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return client.generate_latest(registry).decode()
+
+
+class MetricsServer:
+    """prometheus_client's own HTTP server, serving one collector on ``port``."""
+
+    def __init__(self, collector: FlintlockCollector, port: int, address: str = "0.0.0.0"):
+        client = _client()
+        self.registry = client.CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        try:
+            self.server, self.thread = client.start_http_server(port, address, self.registry)
+        except OSError as error:
+            raise MetricsUnavailable(
+                f"cannot serve metrics on port {port} ({error.strerror or error}): give "
+                f"another metrics_port (flintlock run --metrics-port)"
+            ) from error
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one chosen when asked for port 0)."""
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
