@@ -25,6 +25,7 @@ from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
 from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
+from flintlock.core.job.progress import epoch_figures
 from flintlock.core.job.result import JobExecutionResult, JobResults
 from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
@@ -34,6 +35,7 @@ from flintlock.core.spark.failures import (
     spark_failures_as_flintlock_errors,
     task_markers_dir,
 )
+from flintlock.core.spark.job_group import spark_job_group
 from flintlock.core.spark.sources import adaptive_execution_off, with_source_partitions
 from flintlock.core.spark.stage import StageFunction, acknowledgement_stage
 
@@ -139,7 +141,7 @@ class JobMaster(JobResults):
             return StreamingEpochs(loop).run(latest, started, new_run)
         if loop.sources:
             return loop.run(latest, started, new_run)
-        return self._run(latest, started)
+        return self._run(latest, started, progress)
 
     def cancel_spark_jobs(self) -> None:
         """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""
@@ -171,8 +173,11 @@ class JobMaster(JobResults):
         """A new run's id (its files and staging names carry it)."""
         return uuid.uuid4().hex[:12]
 
-    def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
-        """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
+    def _run(
+        self, latest: CompletedCheckpoint | None, started: float, progress: Progress | None = None
+    ) -> JobExecutionResult:
+        """Run the job anew: one epoch ending in the final checkpoint, then the commits;
+        ``progress`` gets the epoch's figures."""
         checkpoint_id = self.next_checkpoint_id(latest)
         run_id = self.run_id
         maximum = self.config.max_parallelism
@@ -218,7 +223,10 @@ class JobMaster(JobResults):
             if error is failure:
                 raise
             raise error from failure
-        return self._complete(checkpoint, started)
+        result = self._complete(checkpoint, started)
+        if progress is not None:
+            progress(epoch_figures(checkpoint, plan.barrier.kind, time.perf_counter() - started))
+        return result
 
     def run_epoch(
         self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
@@ -227,7 +235,8 @@ class JobMaster(JobResults):
         canceled (a second Ctrl-C) before or while it ran completes nothing."""
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
         job_signals.check_canceled()
-        with adaptive_execution_off(self.spark), failures:
+        group = spark_job_group(self.spark, plan.job_name, plan.epoch, plan.run_id)
+        with adaptive_execution_off(self.spark), failures, group:
             messages = self._epoch_frame(plan).toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
