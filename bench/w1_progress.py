@@ -3,7 +3,7 @@
 W1 per batch (map value*2 -> filter key%2==0 -> count and sum, parallelism 2, local[2])
 over the same input DataFrame, in one session, after a warm-up; median of interleaved
 runs. "on" is the live display a terminal gets (``LiveProgress``: rich redrawing, and a
-thread polling Spark's status tracker every 0.25 s), its console forced to terminal mode
+thread polling Spark's status tracker every 0.5 s), its console forced to terminal mode
 and writing to memory; "off" is ``progress=False``. Prints seconds and the ratio.
 
     python bench/w1_progress.py [--rows 10000000] [--runs 7]

@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 Progress = Callable[[dict[str, Any]], None]
 ProgressOption = bool | Progress | None
 """``execute(progress=...)``: True (a display), False (none), a callable given each
-epoch's figures, or None: on when stdout is a terminal or ``flintlock run`` asks."""
+epoch's figures (a ``LiveProgress`` of your own console too), or None: on when stdout is
+a terminal or ``flintlock run`` asks."""
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.5
+"""How often the live display asks Spark how the epoch goes and redraws (a frame costs
+a few ms of the driver's CPU, which the workers share on a small machine)."""
 
 
 def epoch_figures(checkpoint: CompletedCheckpoint, kind: str, seconds: float) -> dict[str, Any]:
@@ -195,10 +198,8 @@ class LiveProgress:
     def _poll(self) -> None:
         """Every POLL_SECONDS: the running epoch's stages and tasks, then a redraw."""
         while not self._stop.wait(POLL_SECONDS):
-            epoch = running_epoch(self.job_name)
-            spark = self.spark
-            running = epoch is not None and spark is not None
-            self._running = spark_progress(spark, epoch) if running else None  # type: ignore[arg-type]
+            epoch, spark = running_epoch(self.job_name), self.spark
+            self._running = None if epoch is None or spark is None else spark_progress(spark, epoch)
             if self._live is not None:
                 self._live.refresh()
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 GROUP = "spark.jobGroup.id"
 DESCRIPTION = "spark.job.description"
+INTERRUPT = "spark.job.interruptOnCancel"
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _labelled(spark: SparkSession, job: EpochJob) -> Iterator[None]:
         finally:
             spark.removeTag(tag)
         return
-    saved = {key: context.getLocalProperty(key) for key in (GROUP, DESCRIPTION)}
+    saved = {key: context.getLocalProperty(key) for key in (GROUP, DESCRIPTION, INTERRUPT)}
     context.setJobGroup(job.group, job.description)
     try:
         yield

@@ -6,6 +6,7 @@ pseudo-terminal with Spark's UI on, whose REST API names the job."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -20,11 +21,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.cli import main
+from flintlock.core.job.progress import LiveProgress
 from flintlock.core.spark.job_group import GROUP, epoch_group
 
 pytestmark = pytest.mark.slow
@@ -63,6 +67,34 @@ def test_a_bounded_job_gives_its_one_epoch_figures(spark: Any, tmp_path: Path) -
     assert (figures["records_in"], figures["records_out"]) == ({chain: 30}, {chain: 10})
     tracker = spark.sparkContext.statusTracker()
     assert tracker.getJobIdsForGroup(epoch_group("bounded figures", figures["checkpoint_id"]))
+
+
+def slow_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Each batch takes 1.5 s: the display polls the epoch's Spark job meanwhile."""
+    time.sleep(1.5)
+    return batch
+
+
+def test_a_bounded_job_shows_its_spark_job_stages_and_tasks_while_it_runs(
+    spark: Any, tmp_path: Path
+) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+    rows = [{"id": i} for i in range(40)]
+    env.from_collection(rows).map_batch(slow_batch, name="slow").collect("out")
+    display = LiveProgress(Console(file=io.StringIO(), force_terminal=True, width=160))
+    env.execute("bounded display", progress=display)
+    text = display.console.file.getvalue()  # type: ignore[attr-defined]
+    running = re.findall(
+        r"Spark: epoch 1 running, 1 job\(s\), stages (\d)/(\d), tasks (\d+)/(\d+)", text
+    )
+    assert running, text[-2000:]
+    stages, tasks = {int(r[1]) for r in running}, {int(r[3]) for r in running}
+    assert stages == {2} and tasks == {3}  # source stage (2 subtasks), acknowledgements (1)
+    assert "\x1b[1A" in text  # redrawn in place
+    frames = text.split("flintlock job 'bounded display'")
+    last = frames[-1]
+    assert "epoch 1  chk-1 checkpoint (final)" in last and "Spark: no epoch running" in last
+    assert re.search(r"source:collection -> slow -> collect +40 +40 ", last), last
 
 
 def test_flintlock_run_prints_a_line_per_epoch_when_not_a_terminal(
