@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import select
+import socket
 import struct
 import subprocess
 import sys
@@ -149,6 +150,14 @@ def spark_ui_jobs(url: str) -> list[dict[str, Any]]:
         return list(json.load(a))
 
 
+def free_port() -> int:
+    """A loopback port no one listens on now: Spark's UI takes it rather than 4040, which
+    another Spark on this machine may hold."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def test_flintlock_run_in_a_terminal_shows_a_live_display(tmp_path: Path) -> None:
     terminal, child_side = pty.openpty()
     fcntl.ioctl(child_side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
@@ -158,7 +167,11 @@ def test_flintlock_run_in_a_terminal_shows_a_live_display(tmp_path: Path) -> Non
         stdout=child_side,
         stderr=child_side,
         close_fds=True,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        env={
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_SUBMIT_ARGS": f"--conf spark.ui.port={free_port()} pyspark-shell",
+        },
     )
     os.close(child_side)
     screen, jobs, deadline = b"", None, time.monotonic() + 150
