@@ -88,7 +88,7 @@ def test_the_frame_shows_each_vertex_last_epoch_rates_totals_and_watermark() -> 
 
 
 def test_the_frame_shows_the_running_spark_job_of_the_epoch() -> None:
-    job = EpochJob("orders", 13, epoch_group("orders", 13), "d", started=0.0)
+    job = EpochJob("orders", 13, epoch_group("orders", 13, "r1"), "d", started=0.0)
     running = SparkProgress(
         job, jobs=1, stages_done=1, stages=3, tasks_done=5, tasks=8, tasks_running=2
     )
@@ -160,7 +160,7 @@ def test_a_callable_is_the_progress_itself(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_spark_job_groups_name_the_job_and_epoch() -> None:
-    assert epoch_group("orders", 7) == "flintlock:orders:epoch-7"
+    assert epoch_group("orders", 7, "abc123") == "flintlock:orders:epoch-7:run-abc123"
     assert epoch_description("orders", 7, "abc123") == "flintlock job 'orders' epoch 7 (run abc123)"
     assert running_epoch("orders") is None  # none outside an epoch's action
 

@@ -57,9 +57,9 @@ _running: dict[str, EpochJob] = {}
 _lock = threading.Lock()
 
 
-def epoch_group(job_name: str, epoch: int) -> str:
-    """The Spark job group of a flintlock job's epoch (its checkpoint id)."""
-    return f"flintlock:{job_name}:epoch-{epoch}"
+def epoch_group(job_name: str, epoch: int, run_id: str) -> str:
+    """The Spark job group of a flintlock job's epoch (its checkpoint id) in one run."""
+    return f"flintlock:{job_name}:epoch-{epoch}:run-{run_id}"
 
 
 def epoch_description(job_name: str, epoch: int, run_id: str) -> str:
@@ -82,7 +82,7 @@ def spark_job_group(
     job = EpochJob(
         job_name,
         epoch,
-        epoch_group(job_name, epoch),
+        epoch_group(job_name, epoch, run_id),
         epoch_description(job_name, epoch, run_id),
         time.monotonic(),
     )

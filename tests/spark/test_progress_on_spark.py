@@ -46,11 +46,12 @@ def test_each_epoch_runs_as_a_spark_job_named_by_job_and_epoch(spark: Any, tmp_p
     result = env.execute("named epochs", trigger=EpochTrigger.available_now(), progress=seen.append)
     assert result.epochs == 2 and [f["checkpoint_id"] for f in seen] == [1, 2]
     tracker = spark.sparkContext.statusTracker()
-    jobs = {n: tracker.getJobIdsForGroup(epoch_group("named epochs", n)) for n in (1, 2, 3)}
+    groups = {n: epoch_group("named epochs", n, result.run_id) for n in (1, 2, 3)}
+    jobs = {n: tracker.getJobIdsForGroup(group) for n, group in groups.items()}
     assert len(jobs[1]) >= 1 and len(jobs[2]) >= 1 and jobs[3] == []
     assert not set(jobs[1]) & set(jobs[2])
     assert all(tracker.getJobInfo(j).status == "SUCCEEDED" for j in jobs[1] + jobs[2])
-    assert epoch_group("named epochs", 2) == "flintlock:named epochs:epoch-2"
+    assert groups[2] == f"flintlock:named epochs:epoch-2:run-{result.run_id}"
     # the driver thread's own job group is back as it was (none)
     assert spark.sparkContext.getLocalProperty(GROUP) is None
 
@@ -60,14 +61,15 @@ def test_a_bounded_job_gives_its_one_epoch_figures(spark: Any, tmp_path: Path) -
     rows = [{"id": i} for i in range(30)]
     env.from_collection(rows).filter(lambda r: r["id"] % 3 == 0, name="thirds").collect("out")
     seen: list[dict[str, Any]] = []
-    env.execute("bounded figures", progress=seen.append)
+    result = env.execute("bounded figures", progress=seen.append)
     assert len(seen) == 1
     figures = seen[0]
     assert (figures["epoch"], figures["final"], figures["kind"]) == (1, True, "checkpoint")
     chain = "source:collection -> thirds -> collect"  # one vertex: 30 ids in, 10 kept
     assert (figures["records_in"], figures["records_out"]) == ({chain: 30}, {chain: 10})
     tracker = spark.sparkContext.statusTracker()
-    assert tracker.getJobIdsForGroup(epoch_group("bounded figures", figures["checkpoint_id"]))
+    group = epoch_group("bounded figures", figures["checkpoint_id"], result.run_id)
+    assert tracker.getJobIdsForGroup(group)
 
 
 def slow_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -201,7 +203,12 @@ def test_flintlock_run_in_a_terminal_shows_a_live_display(tmp_path: Path) -> Non
     assert jobs is not None, text[-3000:]
     named = {(job.get("jobGroup"), job.get("description")) for job in jobs}
     for epoch in (1, 2):
-        group = epoch_group("progress", epoch)
-        description = re.compile(rf"flintlock job 'progress' epoch {epoch} \(run \w+\)")
-        assert any(g == group and description.fullmatch(str(d)) for g, d in named), named
+        group = re.compile(rf"flintlock:progress:epoch-{epoch}:run-(\w+)")
+        description = re.compile(rf"flintlock job 'progress' epoch {epoch} \(run (\w+)\)")
+        assert any(
+            (g_ := group.fullmatch(str(g)))
+            and (d_ := description.fullmatch(str(d)))
+            and g_[1] == d_[1]
+            for g, d in named
+        ), named
     assert pq.read_table(f"{tmp_path}/out").num_rows == 300
