@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import runpy
 import sys
@@ -24,6 +25,8 @@ from flintlock.job_commands import add_job_commands, job_command
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
+SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"  # read by StreamExecutionEnvironment.execute
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 DESCRIPTION = (
     "Run a flintlock job file on Spark, list the installed plugins, or inspect checkpoints."
@@ -35,6 +38,10 @@ local Spark starts by itself.
 
 Ctrl-C (or SIGTERM) stops an unbounded job at its next epoch boundary with a savepoint;
 a second one cancels it. Either way its next start continues from there.
+
+In a terminal a live display shows the run (rows in and out per vertex, rows per
+second, epoch, checkpoint, watermark, the running Spark job's stages and tasks);
+otherwise one line per epoch goes to stderr. --quiet prints nothing but errors.
 
 Arguments after the job file are the job's own (its sys.argv[1:]); put them after '--'
 when they start with '-':
@@ -89,11 +96,14 @@ def run_job(
     job_args: list[str] | None = None,
     new_run: bool = False,
     metrics_port: int | None = None,
+    quiet: bool = False,
+    spark_ui: bool = False,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
     Environments it creates default to ``parallelism`` and ``master``; ``new_run`` makes
-    ``execute()`` run the job again even if a finished run of it is recorded.
+    ``execute()`` run the job again even if a finished run of it is recorded; ``quiet``
+    turns the progress off, ``spark_ui`` turns Spark's UI on.
     """
     if not os.path.isfile(path):
         print(f"flintlock: error: no job file at {path}", file=sys.stderr)
@@ -107,7 +117,9 @@ def run_job(
         environment[NEW_RUN_ENV] = "1"
     if metrics_port is not None:
         environment[METRICS_PORT_ENV] = str(metrics_port)
-    environment[PROGRESS_ENV] = "1"  # unbounded jobs print a line per epoch
+    environment[PROGRESS_ENV] = "0" if quiet else "1"  # a live display, or a line per epoch
+    if spark_ui:
+        environment[SPARK_UI_ENV] = "1"
     try:
         with job_process_settings([path, *(job_args or [])], environment), stop_signals():
             runpy.run_path(path, run_name="__main__")
@@ -184,6 +196,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="serve the job's metrics for Prometheus on this port while it runs",
     )
+    run.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing but errors (no progress)"
+    )
+    run.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="the level of flintlock's log messages on stderr (default WARNING; ERROR "
+        "with --quiet)",
+    )
+    run.add_argument(
+        "--spark-ui",
+        action="store_true",
+        help="turn Spark's web UI on in the embedded session and print its address",
+    )
     commands.add_parser(
         "plugins",
         help="list installed task types, state backends, operators and sinks",
@@ -239,9 +266,27 @@ def main(argv: list[str] | None = None) -> int:
             f"with '-' go after '--': flintlock run {args.job} -- {' '.join(options)})"
         )
     job_args = [*args.job_args, *unknown, *passed_through]
+    set_log_level(args.log_level or ("ERROR" if args.quiet else "WARNING"))
     return run_job(
-        args.job, args.parallelism, args.master, job_args, args.new_run, args.metrics_port
+        args.job,
+        args.parallelism,
+        args.master,
+        job_args,
+        args.new_run,
+        args.metrics_port,
+        quiet=args.quiet,
+        spark_ui=args.spark_ui,
     )
+
+
+def set_log_level(level: str) -> None:
+    """flintlock's loggers ("flintlock.*") log at ``level`` and above to stderr."""
+    logger = logging.getLogger("flintlock")
+    logger.setLevel(level)
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("flintlock: %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,11 @@ def test_readme_python_blocks_run(spark: Any) -> None:
         ("double -> files", 2),
     ]
     assert [e.partitioner for e in report.edges] == ["hash('id')"]
+    # the progress example: the words in, and those that are not "be", counted in plain Python
+    words = ["to", "be", "or", "not", "to", "be"]
+    figures = namespace["seen"][0]
+    assert sum(figures["records_in"].values()) == len(words)
+    assert sum(figures["records_out"].values()) == len([w for w in words if w != "be"])
 
 
 def test_example_plugin_readme_python_blocks_run() -> None:

@@ -21,21 +21,23 @@ from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.job.checks import check_before_spark
 from flintlock.core.job.client import JobClient
-from flintlock.core.job.control import PROGRESS_ENV, progress_line
-from flintlock.core.job.epoch_run import Progress
+from flintlock.core.job.control import PROGRESS_ENV
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
 from flintlock.core.job.master import JobConfig, JobMaster
+from flintlock.core.job.progress import ProgressOption, shown
 from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.metrics.recorder import metrics_options
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
-from flintlock.core.spark.session import active_or_local_session
+from flintlock.core.spark.session import active_or_local_session, spark_ui_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
 """Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
+SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"
+"""Set to 1 by ``flintlock run --spark-ui``: the default of ``spark_ui``."""
 
 MAX_MAX_PARALLELISM = 32768
 """Flink's upper bound for max parallelism (the number of key groups)."""
@@ -62,6 +64,7 @@ class StreamExecutionEnvironment(SourceMethods):
         keep_temporary_checkpoints: bool = False,
         retained_checkpoints: int = 1,
         lease_seconds: float = DEFAULT_RENEW_SECONDS,
+        spark_ui: bool | None = None,
     ) -> None:
         if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
@@ -91,6 +94,7 @@ class StreamExecutionEnvironment(SourceMethods):
                 f"renews its lease on the job)"
             )
         self.lease_seconds = float(lease_seconds)
+        self.spark_ui = spark_ui
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend
         self.plugins = list(plugins)
@@ -108,7 +112,8 @@ class StreamExecutionEnvironment(SourceMethods):
         restore_from: str | None = None,
         allow_non_restored_state: bool = False,
         trigger: EpochTrigger | None = None,
-        progress: Progress | None = None,
+        progress: ProgressOption = None,
+        spark_ui: bool | None = None,
         metrics: bool | None = None,
         metrics_port: int | None = None,
     ) -> JobExecutionResult:
@@ -134,6 +139,10 @@ class StreamExecutionEnvironment(SourceMethods):
         ``metrics`` (default on, ``FLINTLOCK_METRICS=0`` turns it off) takes Flink's metrics
         each epoch: ``result.metrics``, ``flintlock metrics JOB``, the job folder's
         ``metrics/``; ``metrics_port`` also serves them for Prometheus while the job runs.
+        ``progress``: True shows the run (live in a terminal, else a line per epoch on
+        stderr), False nothing, a callable gets each epoch's figures; by default a
+        terminal shows it. ``spark_ui=True`` turns Spark's UI on in the embedded session
+        and prints its address; each epoch's Spark job is named after the job and epoch.
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
@@ -149,7 +158,13 @@ class StreamExecutionEnvironment(SourceMethods):
             )
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
-        spark, owned = active_or_local_session(self.spark, self.master)
+        if spark_ui is None:
+            spark_ui = self.spark_ui
+        if spark_ui is None:
+            spark_ui = os.environ.get(SPARK_UI_ENV, "") not in ("", "0")
+        spark, owned = active_or_local_session(self.spark, self.master, spark_ui)
+        if spark_ui:
+            _print_spark_ui(spark)
         temporary = None
         try:
             checkpoint_dir = self.checkpoint_dir
@@ -172,10 +187,9 @@ class StreamExecutionEnvironment(SourceMethods):
                 lease_seconds=self.lease_seconds,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            if progress is None and os.environ.get(PROGRESS_ENV, "") not in ("", "0"):
-                progress = print_progress
             master = JobMaster(spark, self.transformations, config)
-            return master.execute(new_run=new_run, trigger=trigger, progress=progress)
+            with shown(progress, job_name, spark) as shown_progress:
+                return master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
         finally:
             if temporary is not None and not self.keep_temporary_checkpoints:
                 shutil.rmtree(temporary, ignore_errors=True)
@@ -240,9 +254,20 @@ class StreamExecutionEnvironment(SourceMethods):
         return self.registry.get("operator", kind)
 
 
-def print_progress(figures: dict[str, Any]) -> None:
-    """A progress line per epoch on stderr (``flintlock run`` asks for it)."""
-    print(progress_line(figures), file=sys.stderr, flush=True)
+def _print_spark_ui(spark: SparkSession) -> None:
+    """Say where Spark's UI is (unless ``flintlock run --quiet``), or that it is off."""
+    if os.environ.get(PROGRESS_ENV) == "0":
+        return
+    url = spark_ui_url(spark)
+    if url:
+        print(f"flintlock: Spark UI at {url}", file=sys.stderr, flush=True)
+    else:
+        print(
+            "flintlock: this Spark session has no UI (a session flintlock did not start "
+            "keeps its own spark.ui.enabled)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _master(spark: SparkSession) -> str | None:

@@ -24,6 +24,7 @@ from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
 from flintlock.core.job.epoch_run import Progress
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
+from flintlock.core.job.progress import epoch_figures
 from flintlock.core.job.result import JobExecutionResult, JobResults
 from flintlock.core.job.run_log import RunLog, record_failure
 from flintlock.core.job.streaming_epochs import StreamingEpochs
@@ -35,6 +36,7 @@ from flintlock.core.spark.failures import (
     spark_failures_as_flintlock_errors,
     task_markers_dir,
 )
+from flintlock.core.spark.job_group import spark_job_group
 from flintlock.core.spark.sources import adaptive_execution_off, with_source_partitions
 
 if TYPE_CHECKING:
@@ -147,7 +149,7 @@ class JobMaster(JobResults):
             return StreamingEpochs(loop).run(latest, started, new_run)
         if loop.sources:
             return loop.run(latest, started, new_run)
-        return self._run(latest, started)
+        return self._run(latest, started, progress)
 
     def cancel_spark_jobs(self) -> None:
         """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""
@@ -179,8 +181,11 @@ class JobMaster(JobResults):
         """A new run's id (its files and staging names carry it)."""
         return uuid.uuid4().hex[:12]
 
-    def _run(self, latest: CompletedCheckpoint | None, started: float) -> JobExecutionResult:
-        """Run the job anew: one epoch ending in the final checkpoint, then the commits."""
+    def _run(
+        self, latest: CompletedCheckpoint | None, started: float, progress: Progress | None = None
+    ) -> JobExecutionResult:
+        """Run the job anew: one epoch ending in the final checkpoint, then the commits;
+        ``progress`` gets the epoch's figures."""
         checkpoint_id = self.next_checkpoint_id(latest)
         run_id = self.run_id
         maximum = self.config.max_parallelism
@@ -233,7 +238,10 @@ class JobMaster(JobResults):
         figures = {"kind": plan.barrier.kind, "final": True, "time": time.time()}
         figures["seconds"] = round(time.monotonic() - epoch_started, 4)
         run_log.record_epoch(plan, checkpoint, figures)
-        return self._complete(checkpoint, started)
+        result = self._complete(checkpoint, started)
+        if progress is not None:
+            progress(epoch_figures(checkpoint, plan.barrier.kind, time.perf_counter() - started))
+        return result
 
     def run_epoch(
         self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
@@ -242,7 +250,8 @@ class JobMaster(JobResults):
         canceled (a second Ctrl-C) before or while it ran completes nothing."""
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
         job_signals.check_canceled()
-        with adaptive_execution_off(self.spark), failures, epoch_property(self.spark, plan):
+        group = spark_job_group(self.spark, plan.job_name, plan.epoch, plan.run_id)
+        with adaptive_execution_off(self.spark), failures, group, epoch_property(self.spark, plan):
             messages = self.epoch_frames.frame_for(plan).toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran

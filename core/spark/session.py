@@ -59,9 +59,10 @@ def check_worker_python() -> None:
 
 
 def active_or_local_session(
-    spark: SparkSession | None = None, master: str | None = None
+    spark: SparkSession | None = None, master: str | None = None, spark_ui: bool = False
 ) -> tuple[SparkSession, bool]:
-    """The given or active session, or a new quiet local one; True if flintlock owns it."""
+    """The given or active session, or a new quiet local one; True if flintlock owns it.
+    ``spark_ui`` turns Spark's web UI on in a new one (on loopback, from port 4040)."""
     from pyspark.sql import SparkSession
 
     if spark is not None:
@@ -83,7 +84,7 @@ def active_or_local_session(
     builder = (
         SparkSession.builder.master(master or f"local[{cores}]")
         .appName("flintlock")
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", "true" if spark_ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
         .config("spark.driver.memory", os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"))
@@ -92,6 +93,14 @@ def active_or_local_session(
     )
     launch_quiet_gateway(builder._options)
     return builder.getOrCreate(), True
+
+
+def spark_ui_url(spark: SparkSession) -> str | None:
+    """The address of the session's Spark UI; None if it has none (or is Spark Connect)."""
+    try:
+        return spark.sparkContext.uiWebUrl
+    except Exception:
+        return None
 
 
 def launch_quiet_gateway(options: dict[str, str]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from pyspark.sql import functions as F
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor
 from flintlock.core.api.functions import MapFunction, Row
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.spark.job_group import epoch_group
 from flintlock.sinks.collect import CollectSink
 
 
@@ -33,16 +33,11 @@ def rows_by_subtask(env: StreamExecutionEnvironment, frame: Any, **source: Any) 
     )
 
 
-def stage_task_counts(spark: Any, run: Any) -> list[int]:
-    """The number of tasks of each Spark stage ``run()`` ran, in stage order."""
-    context = spark.sparkContext
-    group = uuid.uuid4().hex
-    context.setJobGroup(group, "flintlock test")
-    try:
-        run()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    tracker = context.statusTracker()
+def stage_task_counts(spark: Any, result: Any) -> list[int]:
+    """The number of tasks of each Spark stage a job's one epoch ran (checkpoint 1), in
+    stage order: its Spark jobs are the epoch's job group."""
+    group = epoch_group(result.job_name, 1, result.run_id)
+    tracker = spark.sparkContext.statusTracker()
     stages = sorted(
         stage
         for job in tracker.getJobIdsForGroup(group)
@@ -67,8 +62,8 @@ def test_the_source_stage_reads_the_frame_without_a_shuffle(spark: Any, tmp_path
     env.from_dataframe(frame).filter(lambda r: r["v"] % 2 == 0).sink_to(
         CollectSink("even"), name="even"
     )
-    results = []
-    tasks = stage_task_counts(spark, lambda: results.append(env.execute("in-place")))
+    results = [env.execute("in-place")]
+    tasks = stage_task_counts(spark, results[0])
     assert tasks == [3, 1]  # the source stage (a task per partition), the acknowledgements
     assert sorted(results[0].collected["even"].column("v").to_pylist()) == list(range(0, 1000, 2))
 
@@ -81,8 +76,8 @@ def test_a_source_with_more_partitions_than_the_job_rebalances_after_reading(
     env.from_dataframe(frame).map(lambda r: {"v": r["v"] * 2}).sink_to(
         CollectSink("doubled"), name="doubled"
     )
-    results = []
-    tasks = stage_task_counts(spark, lambda: results.append(env.execute("wide-source")))
+    results = [env.execute("wide-source")]
+    tasks = stage_task_counts(spark, results[0])
     assert tasks == [5, 2, 1]  # read in place by 5 subtasks, then the job's 2, then acks
     assert sorted(results[0].collected["doubled"].column("v").to_pylist()) == [
         2 * v for v in range(500)
@@ -124,12 +119,12 @@ def test_the_partitions_are_counted_when_the_job_starts(spark: Any, tmp_path: Pa
     frame = spark.range(0, 100, 1, 2).selectExpr("id % 7 as v").distinct()
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "3")
-    results = []
     try:
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
         env.from_dataframe(frame).sink_to(CollectSink("keys"), name="keys")
         spark.conf.set("spark.sql.shuffle.partitions", "4")  # the frame now has 4 partitions
-        tasks = stage_task_counts(spark, lambda: results.append(env.execute("later")))
+        results = [env.execute("later")]
+        tasks = stage_task_counts(spark, results[0])
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
     # the frame's own shuffle, its 4 partitions read in place, the job's 2 sinks, the acks
@@ -156,9 +151,9 @@ def test_a_frame_with_more_partitions_than_max_parallelism_is_coalesced(
         parallelism=2, max_parallelism=4, spark=spark, checkpoint_dir=str(tmp_path)
     )
     stream = env.from_dataframe(frame).key_by("k").process(RunningCount())
-    results = []
     stream.sink_to(CollectSink("counts"), name="counts")
-    tasks = stage_task_counts(spark, lambda: results.append(env.execute("coalesced")))
+    results = [env.execute("coalesced")]
+    tasks = stage_task_counts(spark, results[0])
     assert tasks == [4, 2, 1]  # 6 partitions read by 4 subtasks (max_parallelism), no shuffle
     table = results[0].collected["counts"]
     final = {}

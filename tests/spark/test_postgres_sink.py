@@ -69,13 +69,26 @@ def test_a_server_without_prepared_transactions_is_refused_before_spark_runs(
     spark: Any, tmp_path: Path, postgres_without_2pc: Any
 ) -> None:
     sink = PostgresSink(postgres_without_2pc.conninfo(), "out")
-    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    before = last_job_id(spark, "before")
     with pytest.raises(SinkOutputError) as refused:
         bounded_job(spark, str(tmp_path), sink, rows=10)
     message = str(refused.value)
     assert "the server must allow prepared transactions (max_prepared_transactions > 0)" in message
     assert "job 'bounded'" in message
-    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs_before
+    assert last_job_id(spark, "after") == before + 1  # no Spark job ran in between
+
+
+def last_job_id(spark: Any, probe: str) -> int:
+    """The id of a tiny Spark job run now: ids are consecutive, so two probes one apart
+    prove that no job ran between them."""
+    context = spark.sparkContext
+    group = f"postgres-refusal-probe-{probe}"
+    context.setJobGroup(group, group)
+    try:
+        spark.range(1).collect()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return max(context.statusTracker().getJobIdsForGroup(group))
 
 
 def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:

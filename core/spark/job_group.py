@@ -1,0 +1,141 @@
+"""Spark's side of seeing a job: each epoch's Spark job carries the flintlock job's name
+and epoch as its job group and description (so Spark's UI names flintlock's work), and
+what Spark's status tracker says about the epoch running now (stages, tasks).
+
+The epoch running now is kept per flintlock job name on the driver, so a display polling
+from another thread finds its Spark jobs without being told each epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+GROUP = "spark.jobGroup.id"
+DESCRIPTION = "spark.job.description"
+INTERRUPT = "spark.job.interruptOnCancel"
+
+
+@dataclass(frozen=True)
+class EpochJob:
+    """One epoch's Spark job group, as the driver set it."""
+
+    job_name: str
+    epoch: int
+    group: str
+    description: str
+    started: float
+    """time.monotonic() when the epoch's action began."""
+
+
+@dataclass(frozen=True)
+class SparkProgress:
+    """What Spark's status tracker says of one epoch's Spark jobs at one moment."""
+
+    epoch: EpochJob
+    jobs: int
+    stages_done: int
+    stages: int
+    tasks_done: int
+    tasks: int
+    tasks_running: int
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the epoch's action began."""
+        return time.monotonic() - self.epoch.started
+
+
+_running: dict[str, EpochJob] = {}
+_lock = threading.Lock()
+
+
+def epoch_group(job_name: str, epoch: int, run_id: str) -> str:
+    """The Spark job group of a flintlock job's epoch (its checkpoint id) in one run."""
+    return f"flintlock:{job_name}:epoch-{epoch}:run-{run_id}"
+
+
+def epoch_description(job_name: str, epoch: int, run_id: str) -> str:
+    """The Spark job description Spark's UI shows for a flintlock job's epoch."""
+    return f"flintlock job '{job_name}' epoch {epoch} (run {run_id})"
+
+
+def running_epoch(job_name: str) -> EpochJob | None:
+    """The epoch of ``job_name`` whose Spark action runs now, if any."""
+    with _lock:
+        return _running.get(job_name)
+
+
+@contextlib.contextmanager
+def spark_job_group(
+    spark: SparkSession, job_name: str, epoch: int, run_id: str
+) -> Iterator[EpochJob]:
+    """Run the block's Spark actions under the epoch's job group and description; the
+    thread's previous ones come back afterwards. Spark Connect gets a job tag instead."""
+    job = EpochJob(
+        job_name,
+        epoch,
+        epoch_group(job_name, epoch, run_id),
+        epoch_description(job_name, epoch, run_id),
+        time.monotonic(),
+    )
+    with _lock:
+        _running[job_name] = job
+    try:
+        with _labelled(spark, job):
+            yield job
+    finally:
+        with _lock:
+            if _running.get(job_name) is job:
+                del _running[job_name]
+
+
+@contextlib.contextmanager
+def _labelled(spark: SparkSession, job: EpochJob) -> Iterator[None]:
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext, tags name the operations
+        tag = job.group.replace(",", ";")
+        spark.addTag(tag)
+        try:
+            yield
+        finally:
+            spark.removeTag(tag)
+        return
+    saved = {key: context.getLocalProperty(key) for key in (GROUP, DESCRIPTION, INTERRUPT)}
+    context.setJobGroup(job.group, job.description)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
+
+
+def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
+    """Stages and tasks done of the epoch's Spark jobs, from the status tracker; None on
+    Spark Connect (no status tracker) or if Spark is gone."""
+    try:
+        tracker = spark.sparkContext.statusTracker()
+        stages_done = stages = tasks_done = tasks = running = 0
+        job_ids = tracker.getJobIdsForGroup(job.group)
+        for job_id in job_ids:
+            info = tracker.getJobInfo(job_id)
+            for stage_id in info.stageIds if info is not None else ():
+                stage: Any = tracker.getStageInfo(stage_id)
+                stages += 1
+                if stage is None:  # not run: Spark skipped it, or it has not started
+                    continue
+                tasks += stage.numTasks
+                tasks_done += stage.numCompletedTasks
+                running += stage.numActiveTasks
+                stages_done += stage.numCompletedTasks == stage.numTasks
+        return SparkProgress(job, len(job_ids), stages_done, stages, tasks_done, tasks, running)
+    except Exception:  # a status poll never fails the job
+        return None
