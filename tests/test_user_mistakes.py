@@ -11,7 +11,15 @@ import pyarrow as pa
 import pytest
 from lifecycle_ops import Boom, Passthrough, batch
 
-from flintlock import FlintlockError, LifecycleError, hookimpl
+from flintlock import (
+    FlintlockError,
+    KeyedProcessFunction,
+    LifecycleError,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+    hookimpl,
+)
 from flintlock.core.api.keys import ColumnKey, ColumnsKey
 from flintlock.core.api.window_assigners import (
     EventTimeSessionWindows,
@@ -22,6 +30,8 @@ from flintlock.core.api.window_assigners import (
 )
 from flintlock.core.errors import KeyColumnError, operator_tag
 from flintlock.core.exchange.partitioners import BatchSplitter, Partitioner, hash_by
+from flintlock.core.state.type_check import StateTypeError
+from flintlock.operators.process import KeyedProcessOperator
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.testing import LifecycleRecorder, OneInputHarness
 
@@ -142,3 +152,69 @@ def test_a_failing_close_is_still_named_close() -> None:
     with pytest.raises(LifecycleError) as caught:
         harness.complete()
     assert (caught.value.phase, caught.value.operator) == ("close", "a")
+
+
+GIVEN: list[Any] = [0, "12", 2**63, [1], "a", 7, "key", 3, 2, "x", 2**63 - 1, 5]
+"""The values the rows' ``case`` picks (a column cannot hold them all)."""
+
+
+class StoresWhatItIsGiven(KeyedProcessFunction):
+    """Writes the value GIVEN[case] into the state kind named by the row's ``kind``."""
+
+    def open(self) -> None:
+        get = self.runtime_context
+        self.value = get.get_state(ValueStateDescriptor("total", pa.int64()))
+        self.list = get.get_list_state(ListStateDescriptor("names", pa.string()))
+        self.map = get.get_map_state(MapStateDescriptor("seen", pa.string(), pa.float64()))
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        kind, v = value["kind"], GIVEN[value["case"]]
+        if kind == "value":
+            self.value.update(v)
+        elif kind == "list":
+            self.list.add_all(["ok", v])
+        elif kind == "map-key":
+            self.map.put(v, 1.0)
+        else:
+            self.map.put("k", v)
+        out.collect({"k": value["k"]})
+
+
+def store() -> KeyedProcessOperator:
+    return KeyedProcessOperator(StoresWhatItIsGiven(), key_column="k", name="store")
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "sqlite", "key-group-dicts"])
+@pytest.mark.parametrize(
+    ("kind", "good", "bad", "words"),
+    [
+        ("value", 0, 1, "value state 'total' (declared int64) cannot hold '12' (str)"),
+        ("value", 0, 2, "value state 'total' (declared int64) cannot hold 9223372036854775808"),
+        ("value", 0, 3, "value state 'total' (declared int64) cannot hold [1] (list)"),
+        ("list", 4, 5, "list state 'names' (declared string) cannot hold 7 (int)"),
+        ("map-key", 6, 7, "the keys of map state 'seen' (declared string) cannot hold 3 (int)"),
+        ("map-value", 8, 9, "the values of map state 'seen' (declared double) cannot hold 'x'"),
+    ],
+)
+def test_state_of_the_wrong_type_is_refused_at_the_update(
+    backend: str, kind: str, good: int, bad: int, words: str
+) -> None:
+    harness = OneInputHarness(store(), state_backend=backend)
+    harness.process_records([{"k": 1, "kind": kind, "case": good}])
+    with pytest.raises(LifecycleError) as caught:
+        harness.process_records([{"k": 1, "kind": kind, "case": bad}])
+    error = caught.value
+    assert (error.operator, error.operator_method, error.phase) == ("store", "process_batch", "run")
+    assert isinstance(error.__cause__, StateTypeError)
+    assert f"caused by: StateTypeError: {words}" in str(error)
+    assert "in process_element" in str(error)  # the user's own line, not the snapshot
+
+
+def test_values_that_fit_the_declared_type_are_kept_and_snapshotted() -> None:
+    harness = OneInputHarness(store())
+    cases = [("value", 10), ("value", 11), ("list", 4), ("map-key", 6), ("map-value", 8)]
+    harness.process_records(
+        [{"k": i, "kind": kind, "case": case} for i, (kind, case) in enumerate(cases)]
+    )
+    snapshot = harness.checkpoint(1)
+    assert snapshot.checkpoint_id == 1 and len(harness.output_rows()) == 5
