@@ -5,8 +5,10 @@ failing task_cleanup, state of the wrong type at update."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from lifecycle_ops import Boom, Passthrough, batch
@@ -17,6 +19,7 @@ from flintlock import (
     LifecycleError,
     ListStateDescriptor,
     MapStateDescriptor,
+    StreamExecutionEnvironment,
     ValueStateDescriptor,
     hookimpl,
 )
@@ -30,6 +33,8 @@ from flintlock.core.api.window_assigners import (
 )
 from flintlock.core.errors import KeyColumnError, operator_tag
 from flintlock.core.exchange.partitioners import BatchSplitter, Partitioner, hash_by
+from flintlock.core.job_errors import JobControlError
+from flintlock.core.plan.graph import GraphError
 from flintlock.core.state.type_check import StateTypeError
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.plugins.one_input_task import OneInputStreamTask
@@ -218,3 +223,26 @@ def test_values_that_fit_the_declared_type_are_kept_and_snapshotted() -> None:
     )
     snapshot = harness.checkpoint(1)
     assert snapshot.checkpoint_id == 1 and len(harness.output_rows()) == 5
+
+
+def test_a_failed_streaming_query_is_a_flintlock_error_with_the_cause_first() -> None:
+    from flintlock.core.job.streaming_epochs import query_failure
+
+    text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: Traceback (most "
+        "recent call last):\n  File \"job.py\", line 3, in f\nKeyError: 'id'\n"
+    )
+    assert query_failure(text) == (
+        "KeyError: 'id': the streaming query failed ([STREAM_FAILED] Query [id = 1] "
+        "terminated with exception: Traceback (most recent call last):)"
+    )
+    assert issubclass(JobControlError, FlintlockError)
+
+
+def test_from_dataframe_refuses_what_is_no_dataframe_at_once(tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment(parallelism=1, checkpoint_dir=str(tmp_path))
+    with pytest.raises(GraphError, match=r"from_dataframe takes a Spark DataFrame .* not Table"):
+        env.from_dataframe(pa.table({"a": [1]}))  # type: ignore[arg-type]
+    mixed = pd.DataFrame({"a": [1, "x"]})
+    with pytest.raises(GraphError, match="this pandas DataFrame cannot become Arrow"):
+        env.from_dataframe(mixed)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session
+from flintlock.core.spark.worker_probe import check_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -143,6 +144,8 @@ class StreamExecutionEnvironment(SourceMethods):
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
         spark, owned = active_or_local_session(self.spark, self.master)
+        if not owned:  # flintlock checked the Python of the workers it starts itself
+            check_workers(spark)
         temporary = None
         try:
             checkpoint_dir = self.checkpoint_dir
