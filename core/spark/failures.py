@@ -16,6 +16,7 @@ from typing import Any
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, LifecycleError
 from flintlock.core.failure_report import FailureReport
+from flintlock.core.spark.task_output import relayed_task_output
 
 _TRACEBACK = "Traceback (most recent call last):"
 _TID = re.compile(r"\(TID (\d+)\)")
@@ -56,9 +57,11 @@ def spark_failures_as_flintlock_errors(
     storage: CheckpointStorage, job_name: str, run_id: str
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
-    Spark's chain (kept on ``spark_error``)."""
+    Spark's chain (kept on ``spark_error``). In local mode, what the tasks printed is
+    printed first."""
     try:
-        yield
+        with relayed_task_output():
+            yield
     except FlintlockError:
         raise
     except Exception as error:

@@ -4,6 +4,7 @@ streaming job's failure is a flintlock error, a pandas DataFrame is read as it i
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import traceback
@@ -125,3 +126,56 @@ def test_a_pandas_dataframe_is_read_as_its_rows(spark: Any, tmp_path: Path) -> N
     table = stream.collect()
     rows = sorted((row["user"], row["amount"]) for row in table.to_pylist())
     assert rows == sorted(frame.itertuples(index=False, name=None))
+
+
+PRINTS_THEN_FAILS = """
+from pyspark.sql import functions
+from pyspark.sql.types import LongType
+
+from flintlock import StreamExecutionEnvironment
+from flintlock.core.spark.session import active_or_local_session
+
+
+def shout(row):
+    print(f"saw {row['v']}")
+    return row
+
+
+def needs_a_missing_module(value):
+    import no_such_module_for_flintlock
+
+    return value
+
+
+spark, _ = active_or_local_session()  # the embedded session, its log in a file
+StreamExecutionEnvironment(parallelism=2).from_collection(
+    [{"v": v} for v in range(5)]
+).map(shout, name="shout").collect()
+print("first job done", flush=True)
+frame = spark.range(2).select(functions.udf(needs_a_missing_module, LongType())("id"))
+StreamExecutionEnvironment(parallelism=2).from_dataframe(frame).collect()
+"""
+
+
+def test_flintlock_run_shows_prints_and_a_python_cause_with_sparks_log(tmp_path: Path) -> None:
+    script = tmp_path / "prints_then_fails.py"
+    script.write_text(PRINTS_THEN_FAILS)
+    done = subprocess.run(
+        [sys.executable, "-m", "flintlock.cli", "run", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout.splitlines()
+    assert sorted(out[:5]) == [f"saw {v}" for v in range(5)]  # print() in a task, here
+    assert out[5] == "first job done"
+    err = done.stderr
+    expected = "ModuleNotFoundError: No module named 'no_such_module_for_flintlock'"
+    assert f"flintlock: job failed: {expected}\n" in err
+    assert "py4j" not in err.lower() and "at org.apache" not in err
+    log = next(line for line in err.splitlines() if "Spark's own log: " in line)
+    path = Path(log.split("Spark's own log: ", 1)[1].strip())
+    assert path.name.startswith("flintlock-spark-") and path.exists()
+    assert "no_such_module_for_flintlock" in path.read_text(errors="replace")  # Spark's stack
