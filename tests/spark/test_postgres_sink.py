@@ -78,10 +78,13 @@ def test_a_server_without_prepared_transactions_is_refused_before_spark_runs(
     assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs_before
 
 
-def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:
+def test_the_readme_postgres_block_runs(
+    spark: Any, pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # fenced "python postgres": tests/test_docs.py runs the blocks that need no server
     (block,) = re.findall(r"^```python postgres\n(.*?)^```", README.read_text(), re.S | re.M)
-    namespace: dict[str, Any] = {"__name__": "readme_postgres", "conninfo": pg_conninfo}
+    monkeypatch.setenv("PG_CONNINFO", pg_conninfo)  # where the block reads its server
+    namespace: dict[str, Any] = {"__name__": "readme_postgres"}
     exec(compile(block, "README.md PostgreSQL block", "exec"), namespace)
     with psycopg.connect(pg_conninfo) as connection:
         orders = connection.execute("SELECT order_id, customer, amount FROM orders").fetchall()
