@@ -76,7 +76,7 @@ def needs_a_missing_module(value: int) -> int:
 def test_a_python_error_in_the_input_dataframe_leads_the_message(
     spark: Any, tmp_path: Path
 ) -> None:
-    udf = functions.udf(needs_a_missing_module, LongType())
+    udf = functions.udf(lambda value: needs_a_missing_module(value), LongType())
     frame = spark.range(4).select(udf("id").alias("id"))
     env = job(spark, tmp_path)
     env.from_dataframe(frame).print()
