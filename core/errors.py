@@ -40,6 +40,11 @@ class ChannelError(FlintlockError):
     """A task received an event that breaks its input protocol (order, target, end)."""
 
 
+class KeyColumnError(FlintlockError):
+    """The rows reaching a ``key_by`` lack its key column (a ``map`` without an output
+    schema returned other columns); raised where the rows are routed, naming the key_by."""
+
+
 class TaskCanceled(BaseException):
     """Thrown into a running task to cancel it; the task closes and ends CANCELED."""
 

@@ -43,10 +43,11 @@ In a terminal a live display shows the run (rows in and out per vertex, rows per
 second, epoch, checkpoint, watermark, the running Spark job's stages and tasks);
 otherwise one line per epoch goes to stderr. --quiet prints nothing but errors.
 
-Arguments after the job file are the job's own (its sys.argv[1:]); put them after '--'
-when they start with '-':
-  flintlock run job.py 2024-01-01 --parallelism 8
-  flintlock run job.py --master spark://host:7077 -- --input data/ --verbose"""
+
+flintlock's own options go before the job file; everything after it is the job's own
+(its sys.argv[1:]), options included:
+  flintlock run --parallelism 8 job.py 2024-01-01
+  flintlock run --master spark://host:7077 job.py --input data/ --verbose"""
 
 
 def flintlock_version(distribution: str = "flintlock") -> str:
@@ -182,7 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("job", help="a Python file that builds and executes a flintlock job")
-    run.add_argument("job_args", nargs="*", metavar="ARG", help="passed to the job as sys.argv[1:]")
+    run.add_argument(
+        "job_args",
+        nargs=argparse.REMAINDER,
+        metavar="ARG",
+        help="everything after the job file, options included: the job's sys.argv[1:]",
+    )
     run.add_argument("--parallelism", type=int, help="default parallelism of the job")
     run.add_argument("--master", help="Spark master URL, e.g. local[4] or spark://host:7077")
     run.add_argument(
@@ -242,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flintlock`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     passed_through: list[str] = []
-    if "--" in argv:  # everything after it belongs to the job, verbatim
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if "--" in argv and command != "run":  # a job's arguments are split at its file
         cut = argv.index("--")
         argv, passed_through = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
@@ -259,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or passed_through:
             parser.error(f"plugins takes no arguments: {' '.join(unknown + passed_through)}")
         return list_plugins()
-    options = [arg for arg in unknown if arg.startswith("-")]
-    if options:
+    if unknown:
         parser.error(
-            f"unrecognized arguments: {' '.join(options)} (a job's own arguments that start "
-            f"with '-' go after '--': flintlock run {args.job} -- {' '.join(options)})"
+            f"unrecognized arguments: {' '.join(unknown)} (flintlock's own options go before "
+            f"the job file, the job's own after it: flintlock run [OPTIONS] JOB.py [ARG ...])"
         )
-    job_args = [*args.job_args, *unknown, *passed_through]
+    job_args = list(args.job_args)
+    if job_args[:1] == ["--"]:  # the separator some Python versions leave in place
+        job_args = job_args[1:]
     set_log_level(args.log_level or ("ERROR" if args.quiet else "WARNING"))
     return run_job(
         args.job,

@@ -103,33 +103,31 @@ def test_version_without_installed_metadata_is_the_package_version() -> None:
     assert flintlock_version("flintlock-no-such-distribution") == flintlock.__version__
 
 
-def run_recording_job(tmp_path: Path, *args: str) -> dict[str, object]:
-    job = tmp_path / "job.py"
-    job.write_text(RECORDING_JOB)
-    assert main(["run", str(job), *args]) == 0
-    return json.loads(job.with_suffix(".json").read_text())
-
-
 @pytest.mark.parametrize(
-    ("args", "job_args", "parallelism"),
+    ("options", "args", "job_args", "parallelism"),
     [
-        ((), [], None),
-        (("--", "a", "--flag"), ["a", "--flag"], None),
-        (("a", "b"), ["a", "b"], None),
-        (("a", "--parallelism", "3", "b", "--", "-x", "--", "y"), ["a", "b", "-x", "--", "y"], "3"),
-        (("--", "--parallelism", "3"), ["--parallelism", "3"], None),  # the job's own option
+        ((), (), [], None),
+        ((), ("--", "a", "--flag"), ["a", "--flag"], None),  # the old separator still works
+        ((), ("a", "b"), ["a", "b"], None),
+        (("--parallelism", "3"), ("a", "b", "-x", "--", "y"), ["a", "b", "-x", "--", "y"], "3"),
+        ((), ("--parallelism", "3"), ["--parallelism", "3"], None),  # after the file: the job's
+        (("--parallelism", "2"), ("--parallelism", "3"), ["--parallelism", "3"], "2"),
     ],
 )
-def test_run_passes_the_job_its_arguments(
+def test_run_passes_the_job_everything_after_its_file(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    options: tuple[str, ...],
     args: tuple[str, ...],
     job_args: list[str],
     parallelism: str | None,
 ) -> None:
     monkeypatch.delenv("FLINTLOCK_PARALLELISM", raising=False)
     argv_before = list(sys.argv)
-    seen = run_recording_job(tmp_path, *args)
+    job = tmp_path / "job.py"
+    job.write_text(RECORDING_JOB)
+    assert main(["run", *options, str(job), *args]) == 0
+    seen = json.loads(job.with_suffix(".json").read_text())
     assert seen["argv"] == [str(tmp_path / "job.py"), *job_args]
     assert seen["env"] == {
         "FLINTLOCK_PARALLELISM": parallelism,
@@ -144,7 +142,10 @@ def test_run_new_run_and_master_reach_the_job_as_environment_then_are_undone(
 ) -> None:
     monkeypatch.delenv("FLINTLOCK_NEW_RUN", raising=False)
     monkeypatch.setenv("FLINTLOCK_MASTER", "local[1]")
-    seen = run_recording_job(tmp_path, "--new-run", "--master", "local[3]", "--", "x")
+    job = tmp_path / "job.py"
+    job.write_text(RECORDING_JOB)
+    assert main(["run", "--new-run", "--master", "local[3]", str(job), "x"]) == 0
+    seen = json.loads(job.with_suffix(".json").read_text())
     assert seen["argv"] == [str(tmp_path / "job.py"), "x"]
     assert seen["env"]["FLINTLOCK_NEW_RUN"] == "1"
     assert seen["env"]["FLINTLOCK_MASTER"] == "local[3]"
@@ -152,15 +153,17 @@ def test_run_new_run_and_master_reach_the_job_as_environment_then_are_undone(
     assert os.environ["FLINTLOCK_MASTER"] == "local[1]"
 
 
-def test_an_unknown_option_before_the_separator_says_where_job_options_go(
+def test_an_unknown_option_before_the_job_file_says_where_job_options_go(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     job = tmp_path / "job.py"
     job.write_text(RECORDING_JOB)
     with pytest.raises(SystemExit) as done:
-        main(["run", str(job), "--input", "data/"])
+        main(["run", "--input", "data/", str(job)])
     assert done.value.code == 2
-    assert f"go after '--': flintlock run {job} -- --input" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --input" in err
+    assert "the job's own after it: flintlock run [OPTIONS] JOB.py [ARG ...]" in err
     assert not job.with_suffix(".json").exists()  # the job did not run
 
 
@@ -183,4 +186,4 @@ def test_run_help_documents_new_run_and_job_arguments(capsys: pytest.CaptureFixt
         "--new-run run the job again even if a finished run of it is recorded in its "
         "checkpoint directory" in words
     )
-    assert "flintlock run job.py --master spark://host:7077 -- --input data/ --verbose" in words
+    assert "flintlock run --master spark://host:7077 job.py --input data/ --verbose" in words

@@ -283,7 +283,7 @@ def test_flintlock_run_passes_the_metrics_port_to_the_job(tmp_path: Path) -> Non
     job = tmp_path / "job.py"
     seen = tmp_path / "seen.txt"
     job.write_text(f"import os\nopen({str(seen)!r}, 'w').write(os.environ['{METRICS_PORT_ENV}'])\n")
-    assert main(["run", str(job), "--metrics-port", "9349"]) == 0
+    assert main(["run", "--metrics-port", "9349", str(job)]) == 0
     assert seen.read_text() == "9349" and METRICS_PORT_ENV not in os.environ
     assert metrics_options(None, None) == (True, None)
     os.environ["FLINTLOCK_METRICS"] = "0"

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from flintlock.core.errors import FlintlockError
+
 
 @dataclass(frozen=True, order=True)
 class TimeWindow:
@@ -33,10 +35,24 @@ def window_start(timestamp: int, offset: int, size: int) -> int:
     return timestamp - (timestamp - offset + size) % size
 
 
+class WindowDefinitionError(FlintlockError, ValueError):
+    """A window assigner was given a size, slide, gap or offset it cannot use (raised
+    where the window is defined, not when the job runs)."""
+
+
 def _positive(value: int, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{what} must be a positive int of milliseconds, not {value!r}")
+        raise WindowDefinitionError(f"{what} must be a positive int of milliseconds, not {value!r}")
     return value
+
+
+def _offset(offset: int, period: int, what: str) -> int:
+    if not isinstance(offset, int) or isinstance(offset, bool) or not abs(offset) < period:
+        raise WindowDefinitionError(
+            f"window offset must be an int of milliseconds with |offset| < {what} "
+            f"({period}), not {offset!r}"
+        )
+    return offset
 
 
 class WindowAssigner(ABC):
@@ -62,9 +78,7 @@ class TumblingEventTimeWindows(WindowAssigner):
 
     def __init__(self, size: int, offset: int = 0) -> None:
         self.size = self.window_size = _positive(size, "tumbling window size")
-        if not isinstance(offset, int) or not 0 <= abs(offset) < size:
-            raise ValueError(f"window offset must be an int with |offset| < size, not {offset!r}")
-        self.offset = offset
+        self.offset = _offset(offset, size, "size")
 
     @classmethod
     def of(cls, size: int, offset: int = 0) -> TumblingEventTimeWindows:
@@ -100,9 +114,7 @@ class SlidingEventTimeWindows(WindowAssigner):
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
         self.size = self.window_size = _positive(size, "sliding window size")
         self.slide = _positive(slide, "sliding window slide")
-        if not isinstance(offset, int) or not 0 <= abs(offset) < slide:
-            raise ValueError(f"window offset must be an int with |offset| < slide, not {offset!r}")
-        self.offset = offset
+        self.offset = _offset(offset, self.slide, "slide")
 
     @classmethod
     def of(cls, size: int, slide: int, offset: int = 0) -> SlidingEventTimeWindows:

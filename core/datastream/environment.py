@@ -30,6 +30,7 @@ from flintlock.core.metrics.recorder import metrics_options
 from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session, spark_ui_url
+from flintlock.core.spark.worker_probe import check_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -165,6 +166,8 @@ class StreamExecutionEnvironment(SourceMethods):
         spark, owned = active_or_local_session(self.spark, self.master, spark_ui)
         if spark_ui:
             _print_spark_ui(spark)
+        if not owned:  # flintlock checked the Python of the workers it starts itself
+            check_workers(spark)
         temporary = None
         try:
             checkpoint_dir = self.checkpoint_dir

@@ -93,13 +93,41 @@ class SourceMethods:
         ``parallelism`` repartitions the input to that many subtasks instead. A frame with
         more partitions than ``max_parallelism`` is coalesced to that many (no shuffle).
         On Spark Connect, where the partitions cannot be counted, the input is
-        repartitioned to ``parallelism`` or the environment's parallelism.
+        repartitioned to ``parallelism`` or the environment's parallelism. A pandas
+        DataFrame is converted once, on the driver (``pyarrow.Table.from_pandas``), and
+        read like ``from_arrow``, split over ``parallelism`` subtasks.
         """
         if parallelism is not None:
             check_parallelism(parallelism, self.max_parallelism, "from_dataframe: parallelism")
+        if _is_pandas(frame):
+            return self._from_pandas(frame, name, parallelism, watermark_strategy)
+        _check_spark_frame(frame)
         stream = self.from_source(DataFrameSource(), watermark_strategy, name=name)
         self._read_frame(stream, frame, parallelism, watermark_strategy)
         stream.transformation.parallelism_from_partitions = parallelism is None
+        return stream
+
+    def _from_pandas(
+        self,
+        frame: Any,
+        name: str,
+        parallelism: int | None,
+        watermark_strategy: WatermarkStrategy | None,
+    ) -> DataStream:
+        """A pandas DataFrame's rows as an Arrow table in the job, one split per subtask."""
+        try:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+        except (pa.ArrowException, TypeError, ValueError) as error:
+            raise GraphError(
+                f"from_dataframe: this pandas DataFrame cannot become Arrow ({error}): give "
+                f"its columns one type each, or convert it to a Spark DataFrame yourself"
+            ) from error
+        table = table.replace_schema_metadata(None)  # pandas' own metadata is not the job's
+        subtasks = parallelism or self.parallelism
+        size = min(65536, max(1, -(-table.num_rows // subtasks)))
+        source = CollectionSource(table, size)
+        stream = self.from_source(source, watermark_strategy, name=name)
+        stream.transformation.parallelism = subtasks
         return stream
 
     def _read_frame(
@@ -240,6 +268,24 @@ class SourceMethods:
 def _check_batch_size(batch_size: Any, method: str) -> None:
     if not is_int(batch_size) or batch_size < 1:
         raise GraphError(f"{method}: batch_size {batch_size!r} must be an int >= 1")
+
+
+def _is_pandas(frame: Any) -> bool:
+    import sys
+
+    pandas = sys.modules.get("pandas")  # if pandas is not imported, frame is no pandas one
+    return pandas is not None and isinstance(frame, pandas.DataFrame)
+
+
+def _check_spark_frame(frame: Any) -> None:
+    from pyspark.sql import DataFrame as SparkDataFrame  # classic and Connect alike
+
+    if not isinstance(frame, SparkDataFrame):
+        raise GraphError(
+            f"from_dataframe takes a Spark DataFrame (or a pandas one, converted), not "
+            f"{type(frame).__name__}: use from_arrow for a pyarrow.Table, from_collection "
+            f"for a list of dicts"
+        )
 
 
 def _dataframe_schema(frame: DataFrame) -> pa.Schema | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from flintlock.core.api.keys import ColumnKey, ColumnsKey, KeySelector
+from flintlock.core.errors import KeyColumnError, tag_operator
 
 PartitionerKind = Literal["forward", "rebalance", "broadcast", "hash"]
 
@@ -79,11 +80,13 @@ class BatchSplitter:
             yield from self._split_by_key(batch)
 
     def _split_by_key(self, batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+        key = self.partitioner.key
+        assert key is not None, "a hash partitioner has a key"
+        if isinstance(key, ColumnKey | ColumnsKey):
+            _check_key_columns(key, batch.schema)
         if self.parallelism == 1 or batch.num_rows == 0:
             yield 0, batch  # an empty batch still carries its schema downstream
             return
-        key = self.partitioner.key
-        assert key is not None, "a hash partitioner has a key"
         groups = key.key_groups(batch, self.max_parallelism).astype(np.int64)
         targets = groups * self.parallelism // self.max_parallelism
         order = np.argsort(targets, kind="stable")
@@ -100,3 +103,20 @@ class BatchSplitter:
         if self.partitioner.kind == "forward":
             return range(self.own_subtask, self.own_subtask + 1)
         return range(self.parallelism)
+
+
+def _check_key_columns(key: ColumnKey | ColumnsKey, schema: pa.Schema) -> None:
+    """Per batch: the key columns are in the rows (a schemaless map decides its columns
+    only when it runs); the error names the key_by, not the operator that emitted."""
+    missing = [column for column in key.columns if schema.get_field_index(column) < 0]
+    if not missing:
+        return
+    where = f"key_by({key.describe()})"
+    error = KeyColumnError(
+        f"{where}: the rows reaching it have no column {', '.join(map(repr, missing))} "
+        f"(their columns: {', '.join(schema.names) or 'none'}); the function before it "
+        f"returns other columns: return the key column from it, give it an output_schema "
+        f"so that key_by is checked when the job is built, or key_by a column it returns"
+    )
+    tag_operator(error, where, "routing its rows to subtasks")
+    raise error

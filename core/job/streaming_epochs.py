@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.restore import plan_restores
+from flintlock.core.errors import FlintlockError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job.control import ControlRequest
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.plan.graph import build_job_graph
 from flintlock.core.sources.epochs import EpochSplits
+from flintlock.core.spark.failures import python_cause
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,17 +66,24 @@ class StreamingEpochs:
         master.folder.record_running(self.run_id)
         loop.control.expire_requests(self.run_id)
         query = self._writer().start()
+        query_error: Exception | None = None
         try:
             while query.isActive and not self.stop_now.is_set():
                 query.awaitTermination(0.1)
+        except Exception as error:  # Spark's StreamingQueryException: the query failed
+            query_error = error
         finally:
             if query.isActive:
                 query.stop()
-        if self.failure is not None:
+        if self.failure is not None:  # an epoch's own (flintlock) error, raised in on_batch
             master.record_failed(self.run_id, self.failure)  # type: ignore[arg-type]
+            if isinstance(self.failure, FlintlockError):
+                # its traceback went through Spark's callback server (py4j): the message
+                # names everything, the frames add only Spark's
+                raise self.failure.with_traceback(None) from None
             raise self.failure
-        if query.exception() is not None:
-            error = JobControlError(f"the streaming query failed: {query.exception()}")
+        if query_error is not None or query.exception() is not None:
+            error = JobControlError(query_failure(query_error or query.exception()))
             master.record_failed(self.run_id, error)
             raise error
         if self.ending is not None:  # a stop request took its savepoint
@@ -165,3 +174,15 @@ class StreamingEpochs:
         root = loop.savepoint_root(checkpoint_id) if request is not None else None
         plan = loop.plan(self.run_id, barrier, self.restores, [], planned, drain, root)
         return plan, loop.checkpoint_epoch(plan, planned)
+
+
+def query_failure(error: Any) -> str:
+    """A failed streaming query, its Python cause first (Spark's text follows it)."""
+    text = str(error)
+    cause = python_cause(text)
+    first = text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+    return (
+        f"{cause}: the streaming query failed ({first})"
+        if cause
+        else (f"the streaming query failed: {first}")
+    )

@@ -78,7 +78,9 @@ class StreamTask:
         failure_phase = self.phase
         closing_errors = self.close_and_clean_up(failure)
         if failure is None and closing_errors:
-            failure_phase, failure = "close", closing_errors[0][1]
+            # an operator's close, or the task's own step (task_cleanup, ...) that raised
+            label, failure = closing_errors[0]
+            failure_phase = self.cleanup_phases.get(label, "close")
             closing_errors = closing_errors[1:]
         self.finish_state(failure)
         if failure is not None:
@@ -252,11 +254,13 @@ class StreamTask:
         ]
         steps = close + timer_shutdown if failure is None else timer_shutdown + close
         steps.append(("common_cleanup", self.common_cleanup))
+        self.cleanup_phases: dict[str, str] = {}
         for phase, action in steps:
             try:
                 self.step(phase, action)
             except BaseException as error:
                 errors.append((f"task {phase}", error))
+                self.cleanup_phases[f"task {phase}"] = phase
         return errors
 
     def common_cleanup(self) -> None:

@@ -16,7 +16,9 @@ from typing import Any
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, LifecycleError
 from flintlock.core.failure_report import FailureReport
+from flintlock.core.spark.task_output import relayed_task_output
 
+_TRACEBACK = "Traceback (most recent call last):"
 _TID = re.compile(r"\(TID (\d+)\)")
 _CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*|Python worker.*?(?:crashed|killed)")
 
@@ -27,6 +29,11 @@ class SparkJobError(FlintlockError):
     def __init__(self, message: str, spark_error: BaseException | None = None) -> None:
         super().__init__(message)
         self.spark_error = spark_error
+
+
+class PythonTaskError(SparkJobError):
+    """Python code that is not a flintlock operator raised in a Spark task (a UDF of the
+    input DataFrame, a worker that cannot import a module); the message leads with it."""
 
 
 class WorkerCrashedError(SparkJobError):
@@ -50,13 +57,15 @@ def spark_failures_as_flintlock_errors(
     storage: CheckpointStorage, job_name: str, run_id: str
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
-    Spark's chain (kept on ``spark_error``)."""
+    Spark's chain (kept on ``spark_error``). In local mode, what the tasks printed is
+    printed first."""
     try:
-        yield
+        with relayed_task_output():
+            yield
     except FlintlockError:
         raise
     except Exception as error:
-        text = _full_text(error)
+        text = full_text(error)
         report = FailureReport.from_text(text)
         if report is not None:
             rebuilt = LifecycleError.from_report(report)
@@ -67,10 +76,58 @@ def spark_failures_as_flintlock_errors(
             raise WorkerCrashedError(
                 _crash_message(storage, job_name, run_id, text, crash.group(0)), error
             ) from None
+        cause = python_cause(text)
+        if cause is not None:
+            raise PythonTaskError(_python_message(job_name, run_id, text, cause), error) from None
         raise SparkJobError(
             f"job '{job_name}' (run {run_id}): Spark failed: {_first_line(error)}{_log_hint()}",
             error,
         ) from None
+
+
+def python_cause(text: str) -> str | None:
+    """The exception line of the last Python traceback in a Spark error's text (e.g.
+    ``ModuleNotFoundError: No module named 'pyarrow'``), None if it holds none."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1 :]:
+        if line.strip() and not line.startswith((" ", "\t")):
+            return line.strip()[:500]
+    return None
+
+
+def _user_frames(text: str, limit: int = 3) -> list[str]:
+    """The last frames of the last traceback in ``text`` that are not pyspark's."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    frames: list[str] = []
+    body = lines[starts[-1] + 1 :] if starts else []
+    for index, line in enumerate(body):
+        if line.startswith("  File ") and "pyspark" not in line and "py4j" not in line:
+            frames.append(line.strip())
+            following = body[index + 1] if index + 1 < len(body) else ""
+            if following.startswith("    ") and not following.strip().startswith("File "):
+                frames.append("  " + following.strip())
+    return frames[-2 * limit :]
+
+
+def _python_message(job_name: str, run_id: str, text: str, cause: str) -> str:
+    lines = [
+        cause,
+        f"  raised by Python in a Spark task of job '{job_name}' (run {run_id}), outside "
+        f"flintlock's operators: in the input DataFrame's own Python code, or while "
+        f"the Python worker started",
+    ]
+    frames = _user_frames(text)
+    if frames:
+        lines.append("  where (most recent call last):")
+        lines.extend("    " + frame for frame in frames)
+    log = spark_log_file()
+    if log:
+        lines.append(f"  Spark's own log: {log}")
+    return "\n".join(lines)
 
 
 def _crash_message(
@@ -93,13 +150,31 @@ def _crash_message(
 
 
 def _log_hint() -> str:
-    from flintlock.core.spark import session as spark_session
-
-    log = spark_session.spark_log
+    log = spark_log_file()
     return f" (Spark's own log: {log})" if log else ""
 
 
-def _full_text(error: BaseException) -> str:
+def spark_log_file() -> str | None:
+    """Where this driver's Spark logs go: the file that takes the JVM's stderr when
+    flintlock started Spark, else the files of log4j's file appenders, if any."""
+    from flintlock.core.spark import session as spark_session
+
+    if spark_session.spark_log:
+        return spark_session.spark_log
+    with contextlib.suppress(Exception):
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        if context is not None and context._jvm is not None:
+            log4j = context._jvm.org.apache.logging.log4j.LogManager
+            appenders = log4j.getContext(False).getConfiguration().getAppenders().values()
+            files = [a.getFileName() for a in appenders if hasattr(a, "getFileName")]
+            return ", ".join(str(f) for f in files if f) or None
+    return None
+
+
+def full_text(error: BaseException) -> str:
+    """A Spark error's message with its Java exception's, where the causes are."""
     parts = [str(error)]
     java = getattr(error, "java_exception", None)
     if java is not None:

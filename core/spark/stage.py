@@ -27,6 +27,7 @@ from flintlock.core.runtime.task import StreamTask
 from flintlock.core.sources.source import SourceOperator
 from flintlock.core.spark.failures import task_marker_path
 from flintlock.core.spark.sources import bind_partition_input
+from flintlock.core.spark.task_output import captured_stdout
 from flintlock.core.task_info import TaskInfo
 
 
@@ -202,7 +203,8 @@ def _run(
     task: StreamTask, writer: MessageWriter, reader: MessageReader | None, plan: ExecutionPlan
 ) -> Iterator[pa.RecordBatch]:
     def body() -> None:
-        task.invoke()
+        with captured_stdout():  # print() in user functions, for the driver in local mode
+            task.invoke()
         if reader is not None:
             reader.drain()
         for index, plugin in enumerate(plan.plugins):

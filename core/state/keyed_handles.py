@@ -29,6 +29,7 @@ from flintlock.core.state.handles import (
     ReducingState,
     ValueState,
 )
+from flintlock.core.state.type_check import type_check
 
 if TYPE_CHECKING:
     from flintlock.core.state.backend import KeyedStateBackend
@@ -69,12 +70,13 @@ def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
 class _ValueState(ValueState):
     """Value state without TTL: the per-record hot path (one dict lookup per call)."""
 
-    __slots__ = ("_arrow_type", "_backend", "_default", "_table")
+    __slots__ = ("_arrow_type", "_backend", "_check", "_default", "_table")
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._backend, self._table = backend, table
         self._default = descriptor.default
         self._arrow_type = descriptor.arrow_type
+        self._check = type_check(descriptor.arrow_type, f"value state '{descriptor.name}'")
 
     def value(self) -> Any:
         return self._table.get(self._backend.current_key, self._default)
@@ -83,6 +85,8 @@ class _ValueState(ValueState):
         if value is None:
             self.clear()
         else:
+            if self._check is not None:
+                self._check(value)
             self._table[self._backend.current_key] = value
 
     def clear(self) -> None:
@@ -165,6 +169,7 @@ class _TtlValueState(ValueState):
         self._cell = _Cell(backend, table, descriptor)
         self._default = descriptor.default
         self._arrow_type = descriptor.arrow_type
+        self._check = type_check(descriptor.arrow_type, f"value state '{descriptor.name}'")
 
     def value(self) -> Any:
         found = self._cell.read()
@@ -174,6 +179,8 @@ class _TtlValueState(ValueState):
         if value is None:
             self._cell.clear()
         else:
+            if self._check is not None:
+                self._check(value)
             self._cell.write(value)
 
     def clear(self) -> None:
@@ -202,6 +209,7 @@ class _ListState(ListState):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
         self._backend, self._table = backend, table
         self._name = descriptor.name
+        self._type_check = type_check(descriptor.arrow_type, f"list state '{descriptor.name}'")
         config = descriptor.ttl_config
         self._ttl = config.ttl_ms if config is not None else None
         self._refresh = config is not None and config.refresh_on_read
@@ -232,6 +240,9 @@ class _ListState(ListState):
     def _check(self, values: list[Any]) -> list[Any]:
         if any(value is None for value in values):
             raise ValueError(f"list state '{self._name}' takes no None elements")
+        if self._type_check is not None:
+            for value in values:
+                self._type_check(value)
         return values
 
     def add(self, value: Any) -> None:
@@ -268,6 +279,9 @@ class _MapState(MapState):
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
         self._backend, self._table = backend, table
+        what = f"map state '{descriptor.name}'"
+        self._check_key = type_check(getattr(descriptor, "key_type", None), f"the keys of {what}")
+        self._check_value = type_check(descriptor.arrow_type, f"the values of {what}")
         config = descriptor.ttl_config
         self._ttl = config.ttl_ms if config is not None else None
         self._refresh = config is not None and config.refresh_on_read
@@ -299,6 +313,10 @@ class _MapState(MapState):
         return entry[0] if entry is not None and self._ttl is not None else entry
 
     def put(self, key: Any, value: Any) -> None:
+        if self._check_key is not None:
+            self._check_key(key)
+        if self._check_value is not None and value is not None:
+            self._check_value(value)
         live = self._live()
         live[key] = (value, self._backend.ttl_clock()) if self._ttl is not None else value
         self._store(live)

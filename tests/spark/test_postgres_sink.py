@@ -91,10 +91,13 @@ def last_job_id(spark: Any, probe: str) -> int:
     return max(context.statusTracker().getJobIdsForGroup(group))
 
 
-def test_the_readme_postgres_block_runs(spark: Any, pg_conninfo: str) -> None:
+def test_the_readme_postgres_block_runs(
+    spark: Any, pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # fenced "python postgres": tests/test_docs.py runs the blocks that need no server
     (block,) = re.findall(r"^```python postgres\n(.*?)^```", README.read_text(), re.S | re.M)
-    namespace: dict[str, Any] = {"__name__": "readme_postgres", "conninfo": pg_conninfo}
+    monkeypatch.setenv("PG_CONNINFO", pg_conninfo)  # where the block reads its server
+    namespace: dict[str, Any] = {"__name__": "readme_postgres"}
     exec(compile(block, "README.md PostgreSQL block", "exec"), namespace)
     with psycopg.connect(pg_conninfo) as connection:
         orders = connection.execute("SELECT order_id, customer, amount FROM orders").fetchall()

@@ -1,0 +1,93 @@
+"""What user functions print() in local mode reaches the driver's terminal.
+
+A Python worker's stdout goes to Spark's log, not to the person running the job. In
+local mode (workers on the driver's machine) the driver names a folder in a Spark local
+property; each task sends its ``sys.stdout`` to a file there, opened only if something
+is printed, and the driver prints the files after the epoch's Spark job, in task order.
+The cost is per task (one property read), never per record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+OUTPUT_PROPERTY = "flintlock.task.stdout"
+"""The Spark local property naming the folder tasks write their stdout to."""
+
+
+class _FileOnFirstWrite(io.TextIOBase):
+    """A text stream that creates its file only when something is written to it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file: Any = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.file is None:
+            self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        return self.file.write(text)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def close(self) -> None:
+        super().close()  # flushes first
+        if self.file is not None:
+            self.file.close()
+
+
+@contextlib.contextmanager
+def captured_stdout() -> Iterator[None]:
+    """In a Spark task: send ``sys.stdout`` to the driver's folder, if it named one."""
+    from pyspark import TaskContext
+
+    spark_task = TaskContext.get()
+    folder = spark_task.getLocalProperty(OUTPUT_PROPERTY) if spark_task is not None else None
+    if not folder or not os.path.isdir(folder):
+        yield
+        return
+    stream = _FileOnFirstWrite(os.path.join(folder, f"{spark_task.taskAttemptId():012d}.txt"))
+    previous, sys.stdout = sys.stdout, stream
+    try:
+        yield
+    finally:
+        sys.stdout = previous
+        stream.close()
+
+
+@contextlib.contextmanager
+def relayed_task_output() -> Iterator[None]:
+    """On the driver, around one Spark job: in local mode, print what its tasks printed
+    once it ends, failed or not (so a user's prints come before the error)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is None or not str(context.master).startswith("local"):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="flintlock-task-stdout-")
+    context.setLocalProperty(OUTPUT_PROPERTY, folder)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(OUTPUT_PROPERTY, None)  # type: ignore[arg-type]
+        _print_files(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _print_files(folder: str) -> None:
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as file:
+            sys.stdout.write(file.read())
+    sys.stdout.flush()
