@@ -93,7 +93,7 @@ def test_a_bounded_job_shows_its_spark_job_stages_and_tasks_while_it_runs(
     )
     assert running, text[-2000:]
     stages, tasks = {int(r[1]) for r in running}, {int(r[3]) for r in running}
-    assert stages == {2} and tasks == {3}  # source stage (2 subtasks), acknowledgements (1)
+    assert stages == {1} and tasks == {2}  # one stage: the chained source (2 subtasks)
     assert "\x1b[1A" in text  # redrawn in place
     frames = text.split("flintlock job 'bounded display'")
     last = frames[-1]
