@@ -24,6 +24,11 @@ class LifecycleRecorder:
         self.by_task: dict[str, list[Call]] = defaultdict(list)
         self.hooks_seen: set[str] = set()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for the workers starts empty: each task reports only its own calls (an
+        epoch's stages, and the copy in them, are built once per run)."""
+        return {"by_task": defaultdict(list), "hooks_seen": set()}
+
     def calls(self, task: str | None = None, *, exclude: Iterable[str] = ()) -> list[Call]:
         """The calls of one subtask (the only one if ``task`` is None), minus ``exclude``."""
         if task is None:
@@ -173,8 +178,9 @@ class LifecycleRecorder:
         return [list(call) for call in self.by_task.get(task, [])]
 
     def merge_report(self, task: str, calls: list[list[Any]]) -> None:
-        """Take a worker's recording of subtask ``task`` into this (driver-side) recorder."""
-        self.by_task[task] = [tuple(call) for call in calls]
+        """Add a worker's recording of subtask ``task`` (one epoch's calls, in order) to
+        this (driver-side) recorder."""
+        self.by_task[task].extend(tuple(call) for call in calls)
         for call in calls:
             self.hooks_seen.add(_HOOK_OF.get(call[0], f"flintlock_{call[0]}"))
 

@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def epoch_property(spark: SparkSession, plan: ExecutionPlan) -> Iterator[None]:
-    """Set the epoch's part for the Spark job run inside; cleared after it."""
+    """Set the epoch's part for the Spark job run inside; cleared after it. Spark
+    Connect has no local properties: its epochs carry their whole plan (see EpochFrames)."""
+    if not has_local_properties(spark):
+        yield
+        return
     context = spark.sparkContext
     context.setLocalProperty(EPOCH_PROPERTY, plan.encoded_epoch_part())
     try:
@@ -40,6 +44,8 @@ class EpochFrames:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
+        self.reuse = has_local_properties(spark)
+        """False over Spark Connect: each epoch builds its frame with its whole plan."""
         self._template: ExecutionPlan | None = None
         self._frame: DataFrame | None = None
         self.builds = 0
@@ -47,6 +53,9 @@ class EpochFrames:
 
     def frame_for(self, plan: ExecutionPlan) -> DataFrame:
         """A fresh query of the epoch's stages, for ``plan``'s layout."""
+        if not self.reuse:
+            self.builds += 1
+            return build_epoch_frame(self.spark, plan, epoch_from_task=False)
         if self._frame is None or self._template is None or not plan.same_layout(self._template):
             self._template = plan
             self._frame = build_epoch_frame(self.spark, plan)
@@ -54,22 +63,36 @@ class EpochFrames:
         return self._frame.alias("epoch")  # a new query: fresh exchanges, nothing reused
 
 
-def build_epoch_frame(spark: SparkSession, plan: ExecutionPlan) -> DataFrame:
+def has_local_properties(spark: SparkSession) -> bool:
+    """Whether the session can hand tasks a local property (not over Spark Connect)."""
+    try:
+        spark.sparkContext  # noqa: B018
+    except Exception:  # Spark Connect: no SparkContext
+        return False
+    return True
+
+
+def build_epoch_frame(
+    spark: SparkSession, plan: ExecutionPlan, epoch_from_task: bool = True
+) -> DataFrame:
     """The epoch as one DataFrame: the source stage and a stage per layer after an exact
     exchange; its stage functions read the epoch's part of the plan from
-    ``EPOCH_PROPERTY``. The epoch's action collects the last stage's output, which is
-    only acknowledgements and reports (``JobMaster`` checks): a separate gathering stage
-    cost a shuffle and a Python task per epoch (~80 ms under load, bench/RESULTS.md)."""
+    ``EPOCH_PROPERTY`` (``epoch_from_task``), else from ``plan``. The epoch's action
+    collects the last stage's output, which is only acknowledgements and reports
+    (``JobMaster`` checks): a separate gathering stage cost a shuffle and a Python task
+    per epoch (~80 ms under load, bench/RESULTS.md)."""
     layers = plan.graph.layers()
     frames = []
     for vertex in layers[0]:
         frame: Any = vertex.transformations[0].spark_source
         if frame is None:
             frame = spark.range(0, vertex.parallelism, 1, vertex.parallelism)
-        frames.append(frame.mapInArrow(StageFunction(plan, 0, epoch_from_task=True), MESSAGE_DDL))
+        frames.append(
+            frame.mapInArrow(StageFunction(plan, 0, epoch_from_task=epoch_from_task), MESSAGE_DDL)
+        )
     stage = reduce(lambda a, b: a.union(b), frames)
     for index in range(1, len(layers)):
         stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
-            StageFunction(plan, index, epoch_from_task=True), MESSAGE_DDL
+            StageFunction(plan, index, epoch_from_task=epoch_from_task), MESSAGE_DDL
         )
     return stage  # the driver collects the last stage: only acknowledgements and reports

@@ -64,7 +64,7 @@ def test_the_source_stage_reads_the_frame_without_a_shuffle(spark: Any, tmp_path
     )
     results = [env.execute("in-place")]
     tasks = stage_task_counts(spark, results[0])
-    assert tasks == [3, 1]  # the source stage (a task per partition), the acknowledgements
+    assert tasks == [3]  # the source stage alone (a task per partition); the driver collects it
     assert sorted(results[0].collected["even"].column("v").to_pylist()) == list(range(0, 1000, 2))
 
 
@@ -78,7 +78,7 @@ def test_a_source_with_more_partitions_than_the_job_rebalances_after_reading(
     )
     results = [env.execute("wide-source")]
     tasks = stage_task_counts(spark, results[0])
-    assert tasks == [5, 2, 1]  # read in place by 5 subtasks, then the job's 2, then acks
+    assert tasks == [5, 2]  # read in place by 5 subtasks, then the job's 2
     assert sorted(results[0].collected["doubled"].column("v").to_pylist()) == [
         2 * v for v in range(500)
     ]
@@ -127,8 +127,8 @@ def test_the_partitions_are_counted_when_the_job_starts(spark: Any, tmp_path: Pa
         tasks = stage_task_counts(spark, results[0])
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
-    # the frame's own shuffle, its 4 partitions read in place, the job's 2 sinks, the acks
-    assert tasks == [2, 4, 2, 1]
+    # the frame's own shuffle, its 4 partitions read in place, the job's 2 sinks
+    assert tasks == [2, 4, 2]
     assert sorted(results[0].collected["keys"].column("v").to_pylist()) == list(range(7))
 
 
@@ -154,7 +154,7 @@ def test_a_frame_with_more_partitions_than_max_parallelism_is_coalesced(
     stream.sink_to(CollectSink("counts"), name="counts")
     results = [env.execute("coalesced")]
     tasks = stage_task_counts(spark, results[0])
-    assert tasks == [4, 2, 1]  # 6 partitions read by 4 subtasks (max_parallelism), no shuffle
+    assert tasks == [4, 2]  # 6 partitions read by 4 subtasks (max_parallelism), no shuffle
     table = results[0].collected["counts"]
     final = {}
     for k, n in zip(table.column("k").to_pylist(), table.column("n").to_pylist(), strict=True):
