@@ -103,7 +103,7 @@ def print_fixed_cost(spark: Any, runs: int, scratch: str, metrics: bool = False)
     print(
         f"fixed cost per job (1,000 rows): raw {raw:.3f} s, flintlock per batch "
         f"{flintlock:.3f} s, +{flintlock - raw:.3f} s (planning, final checkpoint, "
-        f"acknowledgement stage, commit, job result)"
+        f"acknowledgements, commit, job result)"
     )
     if metrics:
         off = figures["off"][0]
