@@ -27,7 +27,8 @@ def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[
 
 def local_session(driver_memory: str | None = None) -> Any:
     """A quiet ``local[2]`` session with adaptive execution off, its workers on this
-    interpreter (the same for every benchmark, so their figures compare)."""
+    interpreter (the same for every benchmark, so their figures compare); BENCH_SPARK_CONF
+    (``key=value,...``) adds settings for an A/B comparison."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -41,4 +42,7 @@ def local_session(driver_memory: str | None = None) -> Any:
     )
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)
+    for setting in filter(None, os.environ.get("BENCH_SPARK_CONF", "").split(",")):
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
     return builder.getOrCreate()

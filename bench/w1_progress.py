@@ -1,10 +1,12 @@
-"""Benchmark W1 with the live progress display on against off, in the same run.
+"""Benchmark W1 with metrics and the live progress display on against both off, in the
+same run.
 
 W1 per batch (map value*2 -> filter key%2==0 -> count and sum, parallelism 2, local[2])
 over the same input DataFrame, in one session, after a warm-up; median of interleaved
-runs. "on" is the live display a terminal gets (``LiveProgress``: rich redrawing, and a
-thread polling Spark's status tracker every 0.5 s), its console forced to terminal mode
-and writing to memory; "off" is ``progress=False``. Prints seconds and the ratio.
+runs. "progress on" is the live display a terminal gets (``LiveProgress``: rich
+redrawing, and a thread polling Spark's status tracker every 0.5 s), its console forced
+to terminal mode and writing to memory; "off" is ``progress=False``; metrics off is
+``execute(metrics=False)``. Prints seconds and the ratios to "both off".
 
     python bench/w1_progress.py [--rows 10000000] [--runs 7]
 """
@@ -32,13 +34,15 @@ from flintlock.core.job.progress import LiveProgress
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 
 
-def run_w1(spark: Any, frame: Any, scratch: str, progress: Any) -> tuple[int, float, int]:
+def run_w1(
+    spark: Any, frame: Any, scratch: str, progress: Any, metrics: bool = True
+) -> tuple[int, float, int]:
     """W1 per batch as a new job; (count, sum, bytes the display wrote)."""
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=scratch)
     stream = env.from_dataframe(frame).map_batch(w1.double_value).filter_batch(w1.even_key)
     sink = env.registry.get("sink", "collect")(name="out", schema=w1.RESULT_SCHEMA)
     stream.transform("count_sum", w1.CountSum).sink_to(sink, name="out")
-    result = env.execute(f"w1-progress-{uuid.uuid4().hex[:8]}", progress=progress)
+    result = env.execute(f"w1-progress-{uuid.uuid4().hex[:8]}", progress=progress, metrics=metrics)
     table = result.collected["out"]
     drawn = len(progress.console.file.getvalue()) if isinstance(progress, LiveProgress) else 0
     return sum(table.column("count").to_pylist()), sum(table.column("sum").to_pylist()), drawn
@@ -58,14 +62,16 @@ def main() -> None:
     frame = w1.w1_input(spark, args.rows, partitions=2)
     scratch = tempfile.mkdtemp(prefix="flintlock-bench-")
     variants = {
-        "progress off": lambda: run_w1(spark, frame, scratch, False),
-        "progress on (live)": lambda: run_w1(spark, frame, scratch, live()),
+        "both off": lambda: run_w1(spark, frame, scratch, False, metrics=False),
+        "metrics on": lambda: run_w1(spark, frame, scratch, False),
+        "progress on (live)": lambda: run_w1(spark, frame, scratch, live(), metrics=False),
+        "both on": lambda: run_w1(spark, frame, scratch, live()),
     }
     for _ in range(2):  # warm-up: the JVM's JIT, Python workers, imports
         for work in variants.values():
             work()
     figures = timed(args.runs, variants)
-    off = figures["progress off"][0]
+    off = figures["both off"][0]
     print(f"W1 per batch, {args.rows:,} rows, parallelism 2, local[2], median of {args.runs}")
     for name, (seconds, (count, total, drawn)) in figures.items():
         print(
@@ -73,7 +79,7 @@ def main() -> None:
             f"{f', {drawn:,} bytes drawn' if drawn else ''}"
         )
     results = {(c, round(s, 3)) for _, (c, s, _) in figures.values()}
-    print("both variants agree" if len(results) == 1 else "MISMATCH")
+    print("all variants agree" if len(results) == 1 else "MISMATCH")
     spark.stop()
 
 
