@@ -31,13 +31,14 @@ from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
-from flintlock.core.spark.epoch_frames import EpochFrames, epoch_property
+from flintlock.core.spark.epoch_frames import EpochFrames
 from flintlock.core.spark.failures import (
     spark_failures_as_flintlock_errors,
     task_markers_dir,
 )
-from flintlock.core.spark.job_group import spark_job_group
-from flintlock.core.spark.sources import adaptive_execution_off, with_source_partitions
+from flintlock.core.spark.job_group import epoch_running
+from flintlock.core.spark.run_settings import RunSettings, run_settings
+from flintlock.core.spark.sources import with_source_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,6 +79,8 @@ class JobMaster(JobResults):
     ) -> None:
         self.spark = spark
         self.epoch_frames = EpochFrames(spark)
+        self.settings: RunSettings | None = None
+        """The run's Spark settings while ``execute`` runs it."""
         self.transformations = transformations
         self.config = config
         self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
@@ -114,7 +117,9 @@ class JobMaster(JobResults):
             self.folder.open()
             self.folder.lease = lease
             self.metrics.start()
-            with job_signals.on_cancel(self.cancel_spark_jobs):
+            cancel = job_signals.on_cancel(self.cancel_spark_jobs)
+            with cancel, run_settings(self.spark) as settings:
+                self.settings = settings
                 return self._execute(new_run, trigger, progress, started)
         except KeyboardInterrupt as interrupt:
             self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
@@ -250,8 +255,11 @@ class JobMaster(JobResults):
         canceled (a second Ctrl-C) before or while it ran completes nothing."""
         failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
         job_signals.check_canceled()
-        group = spark_job_group(self.spark, plan.job_name, plan.epoch, plan.run_id)
-        with adaptive_execution_off(self.spark), failures, group, epoch_property(self.spark, plan):
+        settings = self.settings
+        if settings is None:
+            raise RuntimeError("JobMaster.run_epoch runs only inside JobMaster.execute")
+        running = epoch_running(plan.job_name, plan.epoch, plan.run_id)
+        with failures, running as job, settings.epoch(job, plan):
             messages = self.epoch_frames.frame_for(plan).toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran

@@ -4,38 +4,22 @@ Building an epoch's stages through py4j (sources, ``mapInArrow`` per stage, exch
 the acknowledgement stage) cost 55-90 ms per epoch. The stages differ between epochs of
 a run only in the plan's per-epoch part (barrier, restores, source splits), so the frame
 is built once; each epoch runs a fresh query over its logical plan (a new physical plan,
-so no shuffle output of an earlier epoch is reused) and hands its per-epoch part to the
-tasks as a Spark local property, which Spark sends with each task of the epoch's job.
+so no shuffle output of an earlier epoch is reused; a frame without exchanges runs as it
+is) and hands its per-epoch part to the tasks as a Spark local property, which Spark
+sends with each task of the epoch's job (``core/spark/run_settings.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.exchange.messages import MESSAGE_DDL
-from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
+from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.spark.stage import StageFunction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-@contextlib.contextmanager
-def epoch_property(spark: SparkSession, plan: ExecutionPlan) -> Iterator[None]:
-    """Set the epoch's part for the Spark job run inside; cleared after it. Spark
-    Connect has no local properties: its epochs carry their whole plan (see EpochFrames)."""
-    if not has_local_properties(spark):
-        yield
-        return
-    context = spark.sparkContext
-    context.setLocalProperty(EPOCH_PROPERTY, plan.encoded_epoch_part())
-    try:
-        yield
-    finally:
-        context.setLocalProperty(EPOCH_PROPERTY, None)  # type: ignore[arg-type]
 
 
 class EpochFrames:
@@ -48,6 +32,9 @@ class EpochFrames:
         """False over Spark Connect: each epoch builds its frame with its whole plan."""
         self._template: ExecutionPlan | None = None
         self._frame: DataFrame | None = None
+        self._exchanges = False
+        """Whether the frame has exchanges, whose shuffle output a rerun of the same
+        query would reuse: each epoch then runs a new query (an alias) over it."""
         self.builds = 0
         """Epoch DataFrames built so far (one per run layout, not one per epoch)."""
 
@@ -59,7 +46,10 @@ class EpochFrames:
         if self._frame is None or self._template is None or not plan.same_layout(self._template):
             self._template = plan
             self._frame = build_epoch_frame(self.spark, plan)
+            self._exchanges = len(plan.graph.layers()) > 1
             self.builds += 1
+        if not self._exchanges:
+            return self._frame  # one stage: each action runs it anew, nothing to reuse
         return self._frame.alias("epoch")  # a new query: fresh exchanges, nothing reused
 
 

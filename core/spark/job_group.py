@@ -74,11 +74,9 @@ def running_epoch(job_name: str) -> EpochJob | None:
 
 
 @contextlib.contextmanager
-def spark_job_group(
-    spark: SparkSession, job_name: str, epoch: int, run_id: str
-) -> Iterator[EpochJob]:
-    """Run the block's Spark actions under the epoch's job group and description; the
-    thread's previous ones come back afterwards. Spark Connect gets a job tag instead."""
+def epoch_running(job_name: str, epoch: int, run_id: str) -> Iterator[EpochJob]:
+    """The epoch of ``job_name`` whose Spark action runs inside the block, as displays
+    find it (``running_epoch``); ``RunSettings.epoch`` gives Spark the same labels."""
     job = EpochJob(
         job_name,
         epoch,
@@ -89,33 +87,11 @@ def spark_job_group(
     with _lock:
         _running[job_name] = job
     try:
-        with _labelled(spark, job):
-            yield job
+        yield job
     finally:
         with _lock:
             if _running.get(job_name) is job:
                 del _running[job_name]
-
-
-@contextlib.contextmanager
-def _labelled(spark: SparkSession, job: EpochJob) -> Iterator[None]:
-    try:
-        context = spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext, tags name the operations
-        tag = job.group.replace(",", ";")
-        spark.addTag(tag)
-        try:
-            yield
-        finally:
-            spark.removeTag(tag)
-        return
-    saved = {key: context.getLocalProperty(key) for key in (GROUP, DESCRIPTION, INTERRUPT)}
-    context.setJobGroup(job.group, job.description)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
 
 
 def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:

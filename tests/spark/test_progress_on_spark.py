@@ -31,7 +31,9 @@ from rich.console import Console
 from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.cli import main
 from flintlock.core.job.progress import LiveProgress
-from flintlock.core.spark.job_group import GROUP, epoch_group
+from flintlock.core.plan.execution import EPOCH_PROPERTY
+from flintlock.core.spark.job_group import DESCRIPTION, GROUP, epoch_group
+from flintlock.core.spark.sources import AQE
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +57,32 @@ def test_each_epoch_runs_as_a_spark_job_named_by_job_and_epoch(spark: Any, tmp_p
     assert groups[2] == f"flintlock:named epochs:epoch-2:run-{result.run_id}"
     # the driver thread's own job group is back as it was (none)
     assert spark.sparkContext.getLocalProperty(GROUP) is None
+
+
+def test_a_run_puts_back_the_threads_job_group_and_adaptive_setting(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The run sets them once for all its epochs (core/spark/run_settings.py) and puts
+    back what the thread had: a user's own job group and AQE setting survive the job."""
+    context = spark.sparkContext
+    context.setJobGroup("mine", "my own work")
+    spark.conf.set(AQE, "true")
+    try:
+        env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+        numbers = env.from_sequence(end=30, rows_per_epoch=10)
+        sink = env.registry.get("sink", "collect")(name="ids", schema=numbers.schema)
+        numbers.sink_to(sink, name="ids")
+        result = env.execute("labels", trigger=EpochTrigger.available_now())
+        assert result.epochs == 3
+        assert sorted(result.collected["ids"].column("id").to_pylist()) == list(range(30))
+        assert context.getLocalProperty(GROUP) == "mine"
+        assert context.getLocalProperty(DESCRIPTION) == "my own work"
+        assert context.getLocalProperty(EPOCH_PROPERTY) is None
+        assert spark.conf.get(AQE) == "true"
+    finally:
+        context.setLocalProperty(GROUP, None)
+        context.setLocalProperty(DESCRIPTION, None)
+        spark.conf.unset(AQE)
 
 
 def test_a_bounded_job_gives_its_one_epoch_figures(spark: Any, tmp_path: Path) -> None:

@@ -1,0 +1,68 @@
+"""The Spark settings a job run keeps for all its epochs: adaptive execution off, and the
+driver thread's job group, description and epoch property, saved once when the run
+starts and put back when it ends.
+
+Saving and restoring them around every epoch cost twelve py4j calls per epoch (about
+7 ms on this machine, bench/RESULTS.md "W4"); inside a run an epoch sets only what
+changes: its job group and description, and its part of the plan (two calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from flintlock.core.plan.execution import EPOCH_PROPERTY
+from flintlock.core.spark.job_group import DESCRIPTION, GROUP, INTERRUPT, EpochJob
+from flintlock.core.spark.sources import adaptive_execution_off
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from flintlock.core.plan.execution import ExecutionPlan
+
+SAVED_PROPERTIES = (GROUP, DESCRIPTION, INTERRUPT, EPOCH_PROPERTY)
+
+
+class RunSettings:
+    """Labels each epoch's Spark job inside ``run_settings``; over Spark Connect (no
+    local properties) an epoch's operations carry a job tag instead, and its tasks get
+    their whole plan (``EpochFrames``)."""
+
+    def __init__(self, spark: SparkSession, context: SparkContext | None) -> None:
+        self.spark = spark
+        self.context = context
+
+    @contextlib.contextmanager
+    def epoch(self, job: EpochJob, plan: ExecutionPlan) -> Iterator[None]:
+        """Run the block's Spark action as ``job``'s epoch, with ``plan``'s epoch part."""
+        if self.context is None:
+            tag = job.group.replace(",", ";")
+            self.spark.addTag(tag)
+            try:
+                yield
+            finally:
+                self.spark.removeTag(tag)
+            return
+        self.context.setJobGroup(job.group, job.description)
+        self.context.setLocalProperty(EPOCH_PROPERTY, plan.encoded_epoch_part())
+        yield  # the next epoch overwrites both; the run's end puts the thread's back
+
+
+@contextlib.contextmanager
+def run_settings(spark: SparkSession) -> Iterator[RunSettings]:
+    """For one job run: AQE off and the thread's labels saved; both restored at the end."""
+    try:
+        context: SparkContext | None = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext
+        context = None
+    saved = {} if context is None else {k: context.getLocalProperty(k) for k in SAVED_PROPERTIES}
+    with adaptive_execution_off(spark):
+        try:
+            yield RunSettings(spark, context)
+        finally:
+            if context is not None:
+                for key, value in saved.items():
+                    context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes
