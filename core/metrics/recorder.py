@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -21,6 +22,9 @@ METRICS_PORT_ENV = "FLINTLOCK_METRICS_PORT"
 METRICS_DIR = "metrics"
 PROMETHEUS_FILE = "metrics.prom"
 EPOCH_FILE = re.compile(r"epoch-(\d+)\.json")
+PROMETHEUS_FILE_SECONDS = 1.0
+"""The Prometheus file is rewritten at most this often (and at the run's end): short
+epochs back to back would otherwise pay its 3-5 ms each (bench/RESULTS.md "W4")."""
 
 
 def metrics_options(metrics: bool | None, port: int | None) -> tuple[bool, int | None]:
@@ -59,6 +63,9 @@ class MetricsRecorder:
         self.collector = prometheus.FlintlockCollector(job_name)
         self.prometheus = enabled and (port is not None or prometheus.available())
         self.server: prometheus.MetricsServer | None = None
+        self._file_written = float("-inf")
+        self._file_behind = False
+        """An epoch newer than the Prometheus file is recorded (written at ``close``)."""
 
     def start(self) -> None:
         """Serve the metrics over HTTP if a port was asked for (a clear error without
@@ -67,7 +74,9 @@ class MetricsRecorder:
             self.server = prometheus.MetricsServer(self.collector, self.port)
 
     def close(self) -> None:
-        """Stop the HTTP endpoint, if one runs."""
+        """Bring the Prometheus file up to the last epoch; stop the HTTP endpoint."""
+        if self._file_behind:
+            self.write_prometheus_file()
         if self.server is not None:
             self.server.close()
             self.server = None
@@ -84,8 +93,10 @@ class MetricsRecorder:
         folder = metrics_dir(self.job_path, self.run_id)
         self.storage.write_json(f"{folder}/epoch-{len(self.epochs):06d}.json", document)
         if self.prometheus:
-            self.collector.update(document, self.totals)
-            self.write_prometheus_file()
+            self.collector.update(document, self.totals)  # the endpoint serves it at once
+            self._file_behind = True
+            if time.monotonic() - self._file_written >= PROMETHEUS_FILE_SECONDS:
+                self.write_prometheus_file()
         return document
 
     def write_prometheus_file(self) -> None:
@@ -95,6 +106,7 @@ class MetricsRecorder:
         with self.storage.filesystem.open_output_stream(temporary) as sink:
             sink.write(prometheus.exposition(self.collector).encode())
         self.storage.filesystem.move(temporary, path)
+        self._file_written, self._file_behind = time.monotonic(), False
 
     def summary(self) -> dict[str, Any]:
         """The run's metrics: its epochs' documents and their totals (empty when off)."""

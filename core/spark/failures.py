@@ -16,7 +16,6 @@ from typing import Any
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, LifecycleError
 from flintlock.core.failure_report import FailureReport
-from flintlock.core.spark.task_output import relayed_task_output
 
 _TRACEBACK = "Traceback (most recent call last):"
 _TID = re.compile(r"\(TID (\d+)\)")
@@ -57,11 +56,9 @@ def spark_failures_as_flintlock_errors(
     storage: CheckpointStorage, job_name: str, run_id: str
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
-    Spark's chain (kept on ``spark_error``). In local mode, what the tasks printed is
-    printed first."""
+    Spark's chain (kept on ``spark_error``)."""
     try:
-        with relayed_task_output():
-            yield
+        yield
     except FlintlockError:
         raise
     except Exception as error:

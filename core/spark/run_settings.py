@@ -1,6 +1,6 @@
 """The Spark settings a job run keeps for all its epochs: adaptive execution off, and the
-driver thread's job group, description and epoch property, saved once when the run
-starts and put back when it ends.
+driver thread's job group, description, epoch property and task output folder, saved
+once when the run starts and put back when it ends.
 
 Saving and restoring them around every epoch cost twelve py4j calls per epoch (about
 7 ms on this machine, bench/RESULTS.md "W4"); inside a run an epoch sets only what
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from flintlock.core.plan.execution import EPOCH_PROPERTY
 from flintlock.core.spark.job_group import DESCRIPTION, GROUP, INTERRUPT, EpochJob
 from flintlock.core.spark.sources import adaptive_execution_off
+from flintlock.core.spark.task_output import OUTPUT_PROPERTY, TaskOutputRelay
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
     from flintlock.core.plan.execution import ExecutionPlan
 
-SAVED_PROPERTIES = (GROUP, DESCRIPTION, INTERRUPT, EPOCH_PROPERTY)
+SAVED_PROPERTIES = (GROUP, DESCRIPTION, INTERRUPT, EPOCH_PROPERTY, OUTPUT_PROPERTY)
 
 
 class RunSettings:
@@ -31,13 +32,18 @@ class RunSettings:
     local properties) an epoch's operations carry a job tag instead, and its tasks get
     their whole plan (``EpochFrames``)."""
 
-    def __init__(self, spark: SparkSession, context: SparkContext | None) -> None:
+    def __init__(
+        self, spark: SparkSession, context: SparkContext | None, relay: TaskOutputRelay | None
+    ) -> None:
         self.spark = spark
         self.context = context
+        self.relay = relay
+        """What the tasks print() reaches the driver's terminal (local mode only)."""
 
     @contextlib.contextmanager
     def epoch(self, job: EpochJob, plan: ExecutionPlan) -> Iterator[None]:
-        """Run the block's Spark action as ``job``'s epoch, with ``plan``'s epoch part."""
+        """Run the block's Spark action as ``job``'s epoch, with ``plan``'s epoch part;
+        then print what its tasks printed, failed or not."""
         if self.context is None:
             tag = job.group.replace(",", ";")
             self.spark.addTag(tag)
@@ -48,7 +54,11 @@ class RunSettings:
             return
         self.context.setJobGroup(job.group, job.description)
         self.context.setLocalProperty(EPOCH_PROPERTY, plan.encoded_epoch_part())
-        yield  # the next epoch overwrites both; the run's end puts the thread's back
+        try:
+            yield  # the next epoch overwrites both; the run's end puts the thread's back
+        finally:
+            if self.relay is not None:
+                self.relay.relay()
 
 
 @contextlib.contextmanager
@@ -59,10 +69,12 @@ def run_settings(spark: SparkSession) -> Iterator[RunSettings]:
     except Exception:  # Spark Connect: no SparkContext
         context = None
     saved = {} if context is None else {k: context.getLocalProperty(k) for k in SAVED_PROPERTIES}
+    relay = None if context is None else TaskOutputRelay.for_run(context)
     with adaptive_execution_off(spark):
         try:
-            yield RunSettings(spark, context)
+            yield RunSettings(spark, context, relay)
         finally:
-            if context is not None:
-                for key, value in saved.items():
-                    context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes
+            if relay is not None:
+                relay.close()
+            for key, value in saved.items():
+                context.setLocalProperty(key, value)  # type: ignore[arg-type,union-attr]

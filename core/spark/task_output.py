@@ -66,28 +66,31 @@ def captured_stdout() -> Iterator[None]:
         stream.close()
 
 
-@contextlib.contextmanager
-def relayed_task_output() -> Iterator[None]:
-    """On the driver, around one Spark job: in local mode, print what its tasks printed
-    once it ends, failed or not (so a user's prints come before the error)."""
-    from pyspark import SparkContext
+class TaskOutputRelay:
+    """On the driver, for one job run in local mode: a folder its tasks print into (named
+    once, in a local property the run's settings put back at its end), printed and
+    emptied after each epoch's Spark job, failed or not (a user's prints come first)."""
 
-    context = SparkContext._active_spark_context
-    if context is None or not str(context.master).startswith("local"):
-        yield
-        return
-    folder = tempfile.mkdtemp(prefix="flintlock-task-stdout-")
-    context.setLocalProperty(OUTPUT_PROPERTY, folder)
-    try:
-        yield
-    finally:
-        context.setLocalProperty(OUTPUT_PROPERTY, None)  # type: ignore[arg-type]
-        _print_files(folder)
-        shutil.rmtree(folder, ignore_errors=True)
+    def __init__(self, context: Any) -> None:
+        self.folder = tempfile.mkdtemp(prefix="flintlock-task-stdout-")
+        context.setLocalProperty(OUTPUT_PROPERTY, self.folder)
 
+    @staticmethod
+    def for_run(context: Any) -> TaskOutputRelay | None:
+        """A relay if the session runs its workers on this machine (local mode)."""
+        return TaskOutputRelay(context) if str(context.master).startswith("local") else None
 
-def _print_files(folder: str) -> None:
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as file:
-            sys.stdout.write(file.read())
-    sys.stdout.flush()
+    def relay(self) -> None:
+        """Print what the tasks printed since the last call, in task order; forget it."""
+        names = sorted(os.listdir(self.folder))
+        for name in names:
+            path = os.path.join(self.folder, name)
+            with open(path, encoding="utf-8", errors="replace") as file:
+                sys.stdout.write(file.read())
+            os.remove(path)
+        if names:
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        """Remove the folder (the run's settings put the property back)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
