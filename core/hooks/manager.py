@@ -53,11 +53,33 @@ def installed_plugins() -> tuple[InstalledPlugin, ...]:
     return tuple(found)
 
 
+@functools.cache
+def _installed_ids() -> frozenset[int]:
+    return frozenset(id(installed.plugin) for installed in installed_plugins())
+
+
+_installed_hook_options: dict[tuple[int, str], Any] = {}
+
+
+class _PluginManager(pluggy.PluginManager):
+    """Remembers which attributes of the installed plugins (loaded once per process and
+    kept) are hook implementations: each task builds a manager, and scanning every
+    installed plugin's attributes again took 3.4 of its 4 ms."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if id(plugin) not in _installed_ids():
+            return super().parse_hookimpl_opts(plugin, name)
+        key = (id(plugin), name)
+        if key not in _installed_hook_options:
+            _installed_hook_options[key] = super().parse_hookimpl_opts(plugin, name)
+        return _installed_hook_options[key]
+
+
 def build_plugin_manager(
     plugins: Iterable[object] = (), *, use_entry_points: bool = True
 ) -> pluggy.PluginManager:
     """A fresh manager holding the installed plugins plus ``plugins`` (objects or modules)."""
-    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager = _PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     if use_entry_points:
         for installed in installed_plugins():

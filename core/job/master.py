@@ -30,7 +30,7 @@ from flintlock.core.job.run_log import RunLog, record_failure
 from flintlock.core.job.streaming_epochs import StreamingEpochs
 from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
-from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.plan.graph import JobGraph, Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames
 from flintlock.core.spark.failures import (
     spark_failures_as_flintlock_errors,
@@ -38,7 +38,6 @@ from flintlock.core.spark.failures import (
 )
 from flintlock.core.spark.job_group import epoch_running
 from flintlock.core.spark.run_settings import RunSettings, run_settings
-from flintlock.core.spark.sources import with_source_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -154,7 +153,7 @@ class JobMaster(JobResults):
             return StreamingEpochs(loop).run(latest, started, new_run)
         if loop.sources:
             return loop.run(latest, started, new_run)
-        return self._run(latest, started, progress)
+        return self._run(latest, started, loop.graph, progress)
 
     def cancel_spark_jobs(self) -> None:
         """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""
@@ -187,15 +186,17 @@ class JobMaster(JobResults):
         return uuid.uuid4().hex[:12]
 
     def _run(
-        self, latest: CompletedCheckpoint | None, started: float, progress: Progress | None = None
+        self,
+        latest: CompletedCheckpoint | None,
+        started: float,
+        graph: JobGraph,
+        progress: Progress | None = None,
     ) -> JobExecutionResult:
         """Run the job anew: one epoch ending in the final checkpoint, then the commits;
+        ``graph`` is the run's (its DataFrame sources counted once, ``EpochRun``);
         ``progress`` gets the epoch's figures."""
         checkpoint_id = self.next_checkpoint_id(latest)
         run_id = self.run_id
-        maximum = self.config.max_parallelism
-        transformations = [with_source_partitions(t, maximum) for t in self.transformations]
-        graph = build_job_graph(transformations)
         restore = self.config.restore
         restores = {}
         if restore is not None:
