@@ -11,6 +11,7 @@ sends with each task of the epoch's job (``core/spark/run_settings.py``).
 
 from __future__ import annotations
 
+import functools
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,16 @@ def has_local_properties(spark: SparkSession) -> bool:
     return True
 
 
+@functools.cache
+def message_type() -> Any:
+    """The stages' output type as a StructType, parsed once per process: handed the DDL
+    string, each ``mapInArrow`` call parsed it again through py4j (17 ms a stage against
+    8 ms, bench/RESULTS.md "Fixed cost per job")."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(MESSAGE_DDL)
+
+
 def build_epoch_frame(
     spark: SparkSession, plan: ExecutionPlan, epoch_from_task: bool = True
 ) -> DataFrame:
@@ -72,17 +83,18 @@ def build_epoch_frame(
     (``JobMaster`` checks): a separate gathering stage cost a shuffle and a Python task
     per epoch (~80 ms under load, bench/RESULTS.md)."""
     layers = plan.graph.layers()
+    schema = message_type() if epoch_from_task else MESSAGE_DDL  # Spark Connect: the DDL
     frames = []
     for vertex in layers[0]:
         frame: Any = vertex.transformations[0].spark_source
         if frame is None:
             frame = spark.range(0, vertex.parallelism, 1, vertex.parallelism)
         frames.append(
-            frame.mapInArrow(StageFunction(plan, 0, epoch_from_task=epoch_from_task), MESSAGE_DDL)
+            frame.mapInArrow(StageFunction(plan, 0, epoch_from_task=epoch_from_task), schema)
         )
     stage = reduce(lambda a, b: a.union(b), frames)
     for index in range(1, len(layers)):
         stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
-            StageFunction(plan, index, epoch_from_task=epoch_from_task), MESSAGE_DDL
+            StageFunction(plan, index, epoch_from_task=epoch_from_task), schema
         )
     return stage  # the driver collects the last stage: only acknowledgements and reports

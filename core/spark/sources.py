@@ -59,6 +59,9 @@ class DataFrameSource(Source):
 def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
     """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
     previous = spark.conf.get(AQE, None)
+    if previous == "false":  # a run's settings turned it off already: nothing to undo
+        yield
+        return
     spark.conf.set(AQE, "false")
     try:
         yield
