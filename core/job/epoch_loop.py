@@ -33,6 +33,7 @@ from flintlock.core.job.epoch_run import EpochRun
 from flintlock.core.job_errors import LeaseLostError
 from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.epochs import EpochSplits
+from flintlock.core.spark.keep_alive import HOLD_SECONDS, keep_alive_seconds, keep_workers_alive
 
 if TYPE_CHECKING:
     from flintlock.core.job.result import JobExecutionResult
@@ -143,9 +144,15 @@ class EpochLoop(EpochRun):
     def _wait_for_next_epoch(
         self, run_id: str, epoch_started: float, at_least: float = 0.0
     ) -> float:
-        """Sleep until the trigger's next epoch (a request starts it at once)."""
+        """Sleep until the trigger's next epoch (a request starts it at once); a long
+        wait touches the Python workers before Spark stops them as idle."""
         due = epoch_started + max(self.trigger.interval_seconds, at_least)
+        period, touched = keep_alive_seconds(), time.monotonic()
         while time.monotonic() < due and self.next_request(run_id) is None:
+            now = time.monotonic()
+            if period and now - touched >= period and due - now > 2 * HOLD_SECONDS:
+                keep_workers_alive(self.master.spark, self.master.config.job_name)
+                touched = time.monotonic()
             time.sleep(min(0.05, max(0.0, due - time.monotonic())))
         return time.monotonic()
 
