@@ -39,3 +39,22 @@ def run_script(script: Path, base: Path) -> dict[str, Any]:
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
     return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def flintlock_run(job_file: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """Write ``source`` to ``job_file`` and run it with ``flintlock run``, as a user would
+    (its own process, its workers on this interpreter); stdout and stderr as text."""
+    job_file.write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "flintlock.cli", "run", str(job_file)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+
+
+def without_java(text: str) -> str:
+    """``text`` (an error as printed), checked to carry no Py4J or Java stack."""
+    assert "py4j" not in text.lower() and "at org.apache" not in text, text[-3000:]
+    return text

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from job_scripts import flintlock_run, without_java
 
 from flintlock import (
     CollectSink,
@@ -40,9 +39,7 @@ def job(spark: Any, tmp_path: Path) -> StreamExecutionEnvironment:
 
 
 def no_java(error: BaseException) -> str:
-    printed = "".join(traceback.format_exception(error))
-    assert "py4j" not in printed.lower() and "at org.apache" not in printed
-    return printed
+    return without_java("".join(traceback.format_exception(error)))
 
 
 def test_a_failing_per_record_map_names_everything_and_the_record(
@@ -129,21 +126,13 @@ env.execute("cli-fails")
 
 
 def test_flintlock_run_prints_the_error_once_without_java(tmp_path: Path) -> None:
-    script = tmp_path / "failing_job.py"
-    script.write_text(FAILING_JOB)
-    done = subprocess.run(
-        [sys.executable, "-m", "flintlock.cli", "run", str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
+    done = flintlock_run(tmp_path / "failing_job.py", FAILING_JOB)
     assert done.returncode == 1
-    assert done.stderr.count("operator 'explode' failed in process_batch") == 1, done.stderr
-    assert "caused by: RuntimeError: no price for 1" in done.stderr
-    assert "record: {'v': 1}" in done.stderr
-    assert "py4j" not in done.stderr.lower() and "at org.apache" not in done.stderr
-    assert "Traceback (most recent call last)" not in done.stderr
+    err = without_java(done.stderr)
+    assert err.count("operator 'explode' failed in process_batch") == 1, err
+    assert "caused by: RuntimeError: no price for 1" in err
+    assert "record: {'v': 1}" in err
+    assert "Traceback (most recent call last)" not in err
 
 
 class NeedsWorkerConfig(OneInputStreamOperator):

@@ -4,7 +4,6 @@ streaming job's failure is a flintlock error, a pandas DataFrame is read as it i
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import traceback
@@ -15,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from job_scripts import flintlock_run, without_java
 from pyspark.sql import functions
 from pyspark.sql.types import LongType
 
@@ -34,9 +34,7 @@ def job(spark: Any, tmp_path: Path, parallelism: int = 2) -> StreamExecutionEnvi
 
 
 def printed(error: BaseException) -> str:
-    text = "".join(traceback.format_exception(error))
-    assert "py4j" not in text.lower() and "at org.apache" not in text
-    return text
+    return without_java("".join(traceback.format_exception(error)))
 
 
 def test_a_worker_python_without_flintlock_is_refused_before_the_job(
@@ -158,23 +156,14 @@ StreamExecutionEnvironment(parallelism=2).from_dataframe(frame).collect()
 
 
 def test_flintlock_run_shows_prints_and_a_python_cause_with_sparks_log(tmp_path: Path) -> None:
-    script = tmp_path / "prints_then_fails.py"
-    script.write_text(PRINTS_THEN_FAILS)
-    done = subprocess.run(
-        [sys.executable, "-m", "flintlock.cli", "run", str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
+    done = flintlock_run(tmp_path / "prints_then_fails.py", PRINTS_THEN_FAILS)
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout.splitlines()
     assert sorted(out[:5]) == [f"saw {v}" for v in range(5)]  # print() in a task, here
     assert out[5] == "first job done"
-    err = done.stderr
+    err = without_java(done.stderr)
     expected = "ModuleNotFoundError: No module named 'no_such_module_for_flintlock'"
     assert f"flintlock: job failed: {expected}\n" in err
-    assert "py4j" not in err.lower() and "at org.apache" not in err
     log = next(line for line in err.splitlines() if "Spark's own log: " in line)
     path = Path(log.split("Spark's own log: ", 1)[1].strip())
     assert path.name.startswith("flintlock-spark-") and path.exists()
