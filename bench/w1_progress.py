@@ -2,11 +2,13 @@
 same run.
 
 W1 per batch (map value*2 -> filter key%2==0 -> count and sum, parallelism 2, local[2])
-over the same input DataFrame, in one session, after a warm-up; median of interleaved
-runs. "progress on" is the live display a terminal gets (``LiveProgress``: rich
+over the same input DataFrame, in one session, after a warm-up; rounds of every variant
+once, in a rotated order. "progress on" is the live display a terminal gets (``LiveProgress``: rich
 redrawing, and a thread polling Spark's status tracker every 0.5 s), its console forced
 to terminal mode and writing to memory; "off" is ``progress=False``; metrics off is
-``execute(metrics=False)``. Prints seconds and the ratios to "both off".
+``execute(metrics=False)``. Prints each variant's median seconds and its time over "both
+off"'s in the same round (median and quartiles of those ratios: a slow moment of the
+machine falls on both sides of a ratio).
 
     python bench/w1_progress.py [--rows 10000000] [--runs 7]
 """
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import w1
 from pyspark import cloudpickle
 from rich.console import Console
-from timing import local_session, timed
+from timing import local_session
 
 from flintlock import StreamExecutionEnvironment
 from flintlock.core.job.progress import LiveProgress
@@ -70,14 +74,26 @@ def main() -> None:
     for _ in range(2):  # warm-up: the JVM's JIT, Python workers, imports
         for work in variants.values():
             work()
-    figures = timed(args.runs, variants)
-    off = figures["both off"][0]
-    print(f"W1 per batch, {args.rows:,} rows, parallelism 2, local[2], median of {args.runs}")
-    for name, (seconds, (count, total, drawn)) in figures.items():
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    answers: dict[str, tuple[int, float, int]] = {}
+    names = list(variants)
+    for round_ in range(args.runs):  # each round in a rotated order: no variant always first
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            started = time.perf_counter()
+            answers[name] = variants[name]()
+            seconds[name].append(time.perf_counter() - started)
+    off = seconds["both off"]
+    print(f"W1 per batch, {args.rows:,} rows, parallelism 2, local[2], {args.runs} rounds")
+    print(f"{'variant':<20}{'median':>9}  {'/ both off, same round: median [quartiles]':<44}")
+    for name, runs in seconds.items():
+        count, total, drawn = answers[name]
+        ratios = sorted(r / o for r, o in zip(runs, off, strict=True))
+        low, mid, high = statistics.quantiles(ratios, n=4)
         print(
-            f"{name:<20}{seconds:>8.2f} s{seconds / off:>8.3f}x  {count} rows, sum {total:.1f}"
-            f"{f', {drawn:,} bytes drawn' if drawn else ''}"
+            f"{name:<20}{statistics.median(runs):>8.2f}s  {mid:.3f}x [{low:.3f}, {high:.3f}]"
+            f"{'':<18}{count} rows, sum {total:.1f}{f', {drawn:,} B drawn' if drawn else ''}"
         )
+    figures = {name: (0.0, answer) for name, answer in answers.items()}
     results = {(c, round(s, 3)) for _, (c, s, _) in figures.values()}
     print("all variants agree" if len(results) == 1 else "MISMATCH")
     spark.stop()
