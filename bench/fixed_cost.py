@@ -1,0 +1,136 @@
+"""Where a small job's fixed cost goes: W1 per batch over 1,000 rows, flintlock against raw
+``mapInArrow`` doing the same pyarrow work, in one session, interleaved.
+
+Prints each side's median seconds and its Spark job's (from Spark's event log: submission
+to completion), then flintlock's driver-side steps per job (wall time, timed by wrapping
+the driver's methods in this process): what the job costs beyond its Spark job.
+
+    python bench/fixed_cost.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import w1
+from pyspark import cloudpickle
+from timing import local_session
+
+from flintlock.core.checkpoint import coordinator
+from flintlock.core.job import epoch_run, lease, master
+from flintlock.core.spark import epoch_frames, sources
+
+cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
+
+STEPS: list[tuple[Any, str, str]] = [
+    (master.JobMaster, "execute", "the job (JobMaster.execute)"),
+    (master.JobMaster, "run_epoch", "  its epoch (run_epoch)"),
+    (epoch_frames.EpochFrames, "frame_for", "    build the epoch's DataFrame"),
+    (master.JobMaster, "_read_messages", "    read the acknowledgements"),
+    (coordinator.CheckpointCoordinator, "complete", "    complete the checkpoint"),
+    (epoch_run.EpochRun, "__init__", "  plan the run (graph)"),
+    (sources, "partition_count", "    count the source's partitions"),
+    (master.JobMaster, "_complete", "  commit, result, job record"),
+    (lease.JobLease, "acquire", "  acquire the lease"),
+    (lease.JobLease, "release", "  release the lease"),
+]
+
+
+def timed_steps(times: dict[str, list[float]]) -> None:
+    """Wrap each step so that its wall time per call lands in ``times``."""
+    for owner, name, label in STEPS:
+        original = getattr(owner, name)
+
+        def wrapper(
+            *args: Any, _f: Callable[..., Any] = original, _l: str = label, **kwargs: Any
+        ) -> Any:
+            started = time.perf_counter()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                times[_l].append(time.perf_counter() - started)
+
+        setattr(owner, name, wrapper)  # a module's function: found by its module's callers
+
+
+def spark_job_ms(log_dir: str, application: str) -> dict[str, list[int]]:
+    """Each job group's Spark job durations (ms) in the application's event log."""
+    durations: dict[str, list[int]] = collections.defaultdict(list)
+    started: dict[int, tuple[str, int]] = {}
+    for path in glob.glob(f"{log_dir}/*{application}*/events*"):
+        with open(path, encoding="utf-8") as log:
+            for line in log:
+                event = json.loads(line)
+                if event["Event"] == "SparkListenerJobStart":
+                    group = (event.get("Properties") or {}).get("spark.jobGroup.id") or ""
+                    started[event["Job ID"]] = (group, event["Submission Time"])
+                elif event["Event"] == "SparkListenerJobEnd" and event["Job ID"] in started:
+                    group, at = started[event["Job ID"]]
+                    kind = "flintlock" if group.startswith("flintlock:") else group
+                    durations[kind].append(event["Completion Time"] - at)
+    return durations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    log_dir = tempfile.mkdtemp(prefix="flintlock-events-")
+    os.environ["BENCH_SPARK_CONF"] = (
+        f"spark.eventLog.enabled=true,spark.eventLog.dir=file://{log_dir},"
+        "spark.eventLog.compress=false"
+    )
+    spark = local_session()
+    scratch = tempfile.mkdtemp(prefix="flintlock-bench-")
+    tiny = w1.w1_input(spark, 1_000, partitions=2)
+    context = spark.sparkContext
+    for _ in range(3):  # warm-up
+        w1.raw_map_in_arrow_w1(tiny), w1.flintlock_w1(spark, tiny, 2, False, scratch)
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    timed_steps(times)
+    seconds: dict[str, list[float]] = {"raw": [], "flintlock": []}
+    answers = set()
+    for _ in range(args.runs):
+        context.setJobGroup("raw", "raw mapInArrow")
+        started = time.perf_counter()
+        count, total = w1.raw_map_in_arrow_w1(tiny)
+        answers.add((count, round(total, 6)))
+        seconds["raw"].append(time.perf_counter() - started)
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        started = time.perf_counter()
+        count, total = w1.flintlock_w1(spark, tiny, 2, False, scratch)
+        answers.add((count, round(total, 6)))
+        seconds["flintlock"].append(time.perf_counter() - started)
+    application = context.applicationId
+    spark.stop()
+    jobs = spark_job_ms(log_dir, application)
+    raw, flintlock = (statistics.median(seconds[k]) for k in ("raw", "flintlock"))
+    print(f"W1 per batch over 1,000 rows, parallelism 2, local[2], {args.runs} interleaved runs")
+    raw_job = statistics.median(jobs["raw"])
+    print(f"raw mapInArrow   {raw * 1e3:7.1f} ms   its Spark job {raw_job:5.0f} ms")
+    print(
+        f"flintlock        {flintlock * 1e3:7.1f} ms   its Spark job "
+        f"{statistics.median(jobs['flintlock']):5.0f} ms   {flintlock / raw:.2f}x raw"
+    )
+    print("flintlock's driver, median ms per job:")
+    for _, _, label in STEPS:
+        per_job = len(times[label]) / args.runs
+        print(f"  {label:<38}{statistics.median(times[label]) * 1e3 * per_job:7.1f}")
+    print("both agree" if len(answers) == 1 else f"MISMATCH: {answers}")
+
+
+if __name__ == "__main__":
+    main()
