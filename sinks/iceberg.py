@@ -89,7 +89,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_fitting"] = set()
-        for opened in ("_table_model", "_catalog", "_io"):  # rebuilt where needed
+        for opened in ("_table_model", "_catalog", "_io", "_kept_table"):  # rebuilt where needed
             state.pop(opened, None)
         return state
 

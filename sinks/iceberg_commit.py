@@ -54,6 +54,14 @@ class IcebergCommitter:
         """The table as the catalog has it now."""
         return self.open_catalog().load_table(self.table)
 
+    def committed_table(self) -> Any:
+        """The table as this sink's last commit left it (its metadata updated in place by
+        pyiceberg), else as the catalog has it now. A table changed by another writer
+        since fails the next commit's compare-and-swap, which reloads it: loading it for
+        every commit and abort cost a catalog query and a metadata read each epoch."""
+        kept = getattr(self, "_kept_table", None)
+        return kept if kept is not None else self.load_table()
+
     def owner(self, context: CommitContext) -> str:
         """This sink of this job, as its commit records name it."""
         return f"{context.job_id or 'local'}/{context.sink_uid or 'sink'}"
@@ -131,16 +139,19 @@ class IcebergCommitter:
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
         """Add the checkpoint's files in one transaction recording this sink's checkpoint
         id, unless the table's snapshots already record it (or a later one)."""
-        table = self.load_table()
+        table = self.committed_table()
+        self._kept_table = None  # kept again once this commit went through
         owner = self.owner(context)
         expressions = tables.pyiceberg("pyiceberg.expressions")
         failed = tables.pyiceberg("pyiceberg.exceptions").CommitFailedException
         for attempt in range(COMMIT_ATTEMPTS):
             last = tables.last_commit(table, owner)
             if last is not None and last["checkpoint_id"] >= context.checkpoint_id:
+                self._kept_table = table
                 break  # committed before a crash: nothing to add
             overwrite = self._overwrite_due(context, last)
             if not committables and not overwrite:
+                self._kept_table = table
                 break
             if attempt == 0:
                 for file in committables:  # check everything before publishing anything
@@ -160,6 +171,7 @@ class IcebergCommitter:
                 transaction.add_files(paths, summary, check_duplicate_files=False)
             try:
                 transaction.commit_transaction()
+                self._kept_table = table
                 break
             except failed:
                 table = self.load_table()  # another writer committed first: try again
@@ -184,9 +196,10 @@ class IcebergCommitter:
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """Delete the data files of this job's checkpoints newer than its last commit to
         the table that ``keep`` (pending checkpoints) does not reference."""
-        if not self.open_catalog().table_exists(self.table):
+        kept = getattr(self, "_kept_table", None)
+        if kept is None and not self.open_catalog().table_exists(self.table):
             return  # nothing written yet
-        table = self.load_table()
+        table = self.committed_table()
         self.resolve(table)
         last = tables.last_commit(table, self.owner(context))
         newest = last["checkpoint_id"] if last is not None else -1
