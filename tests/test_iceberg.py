@@ -106,6 +106,29 @@ def test_checkpoints_commit_in_order_and_an_older_one_is_skipped(
     assert [r["id"] for r in table_rows(warehouse)] == list(range(6))
 
 
+def test_two_jobs_committing_in_turn_each_add_their_rows_once(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    """A sink keeps the table its last commit left; the other job's commit in between
+    makes it stale, which the catalog's compare-and-swap catches: reloaded, retried."""
+    first, second = Driver(tmp_path, "job1"), Driver(tmp_path, "job2")
+    ours = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA)
+    theirs = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA, mode="append")
+    ours.prepare_output(first.context(1))
+    theirs.prepare_output(second.context(1))
+    for checkpoint in (1, 2, 3):
+        for driver, sink, base in ((first, ours, 0), (second, theirs, 1000)):
+            start = base + 10 * checkpoint
+            sink.commit(
+                driver.context(checkpoint), driver.write(sink, checkpoint, [rows(start, 4)])
+            )
+            sink.abort_uncommitted(driver.context(checkpoint), [])
+    expected = [b + 10 * c + i for b in (0, 1000) for c in (1, 2, 3) for i in range(4)]
+    assert [r["id"] for r in table_rows(warehouse)] == sorted(expected)
+    table = load_catalog(catalog_spec(None, str(warehouse), "t"), "t").load_table("db.t")
+    assert len(table.snapshots()) == 6
+
+
 def test_files_of_failed_attempts_and_uncommitted_checkpoints_are_removed(
     tmp_path: Path, warehouse: Path
 ) -> None:
