@@ -66,6 +66,20 @@ def baseline(table: pa.Table) -> pa.Table:
     return keyed.group_by(["k", "window_start"]).aggregate([("k", "count")])
 
 
+def per_record(row_by_row: bool = False) -> WindowOperator:
+    """The per-record window operator; ``row_by_row`` turns its batch grouping off (the
+    path every row took before it, kept for triggers and late firings)."""
+    operator = WindowOperator(
+        TumblingEventTimeWindows.of(SIZE),
+        AggregateContents(Count(), KeyStartCount()),
+        ColumnKey("k"),
+        "ts",
+    )
+    if row_by_row:
+        operator._shape = None
+    return operator
+
+
 def run_operator(operator: Any, table: pa.Table) -> pa.Table:
     """Feed the table in batches with the source's watermarks; the operator's output."""
     harness = OneInputHarness(operator)
@@ -101,14 +115,9 @@ def main() -> None:
             ),
         }
         if not args.skip_per_record:
-            variants["per-record aggregate"] = lambda t=table: run_operator(
-                WindowOperator(
-                    TumblingEventTimeWindows.of(SIZE),
-                    AggregateContents(Count(), KeyStartCount()),
-                    ColumnKey("k"),
-                    "ts",
-                ),
-                t,
+            variants["per-record aggregate"] = lambda t=table: run_operator(per_record(), t)
+            variants["per-record, row by row"] = lambda t=table: run_operator(
+                per_record(row_by_row=True), t
             )
         figures = timed(args.runs, variants)
         reference = counts(figures["pyarrow group_by (baseline)"][1], "k_count")
