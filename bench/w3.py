@@ -14,7 +14,7 @@ against Spark SQL's ``groupBy(window(ts, '1 second'), k).count()`` on the same f
 the same session, interleaved; both answers checked equal. Every row's disorder is below
 the 500 ms bound, so no row is late in either (flintlock's late rows are counted too).
 
-    python bench/w3.py [--rows 2000000] [--keys 1000] [--runs 3] [--skip-per-record]
+    python bench/w3.py [--rows 2000000] [--keys 1000] [--runs 3] [--skip-per-record] [--only W3b]
     python bench/w3.py --spark [--rows 2000000] [--runs 5]
 """
 
@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-per-record", action="store_true")
     parser.add_argument("--spark", action="store_true")
+    parser.add_argument("--only", choices=("W3", "W3b"), help="run one workload")
     args = parser.parse_args()
     if args.spark:
         from w3_spark import spark_w3b
@@ -117,6 +118,8 @@ def main() -> None:
         spark_w3b(args.rows, args.keys, args.runs)
         return
     for label, rows_per_ms in (("W3", 1), ("W3b", 10)):
+        if args.only not in (None, label):
+            continue
         table = workload(args.rows, args.keys, rows_per_ms)
         variants: dict[str, Callable[[], Any]] = {
             "pyarrow group_by (baseline)": lambda t=table: baseline(t),

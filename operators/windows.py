@@ -138,30 +138,31 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         direct = None  # an AggregateFunction's add, called without the wrapper's call
         if type(self.contents) is AggregateContents:
             direct = self.contents.aggregate.add
-        register = self.timer_service().register_event_time_timer
+        register = self.timer_service().register_event_time_timer_for
         size, lateness = self._shape[0], self.allowed_lateness  # type: ignore[index]
-        members, bounds = groups.rows, groups.bounds
+        bounds = groups.bounds
+        ordered = [rows[index] for index in groups.rows]  # each group's rows, in row order
+        members = groups.rows
         for group, start in enumerate(groups.starts):
             lo, hi = bounds[group], bounds[group + 1]
             key = keys[members[lo]]
             set_key(key)
-            self._key = key
             contents = get(start)
             if contents is None:
                 contents = create()
                 put_end(start, start + size)
             if direct is not None:
-                for index in members[lo:hi]:
-                    contents = direct(rows[index], contents)
+                for row in ordered[lo:hi]:
+                    contents = direct(row, contents)
             else:
-                for index in members[lo:hi]:
-                    contents = add(contents, rows[index])
+                for row in ordered[lo:hi]:
+                    contents = add(contents, row)
             put(start, contents)
             # a set lookup when the timer exists; a window restored behind a watermark that
             # restarted may have lost its firing timer, and Flink registers it again
-            register(start + size - 1)
+            register(key, start + size - 1)
             if lateness:
-                register(start + size - 1 + lateness)
+                register(key, start + size - 1 + lateness)
 
     def _add(self, row: Row, timestamp: int) -> bool:
         """Add ``row`` to its windows; False if every one of them is late."""
