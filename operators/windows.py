@@ -7,6 +7,10 @@ keyed state. Event-time timers at a window's last millisecond fire it; a second 
 that time plus the allowed lateness drops its contents. Rows for windows already past
 the allowed lateness are late: sent to the late-data side output if one is asked for,
 else dropped and counted.
+
+Tumbling and sliding windows under the default trigger take a batch at a time: rows are
+grouped by (key, window) with numpy (window_groups.py), so each group costs one state read
+and write and one timer registration, and the function's add is the only call per row.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from flintlock.core.api.functions import Function, Row, TimerService
@@ -27,13 +32,14 @@ from flintlock.core.api.window_assigners import (
     Trigger,
     WindowAssigner,
 )
-from flintlock.core.api.window_functions import WindowContents, WindowContext
+from flintlock.core.api.window_functions import AggregateContents, WindowContents, WindowContext
 from flintlock.core.errors import FlintlockError
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.runtime.records import rows_of
 from flintlock.core.runtime.row_output import RowOutputMixin
 from flintlock.core.state import MapStateDescriptor
+from flintlock.operators.window_groups import BatchGroups, group_batch, window_shape
 
 
 class WindowError(FlintlockError):
@@ -68,9 +74,12 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self.allowed_lateness = allowed_lateness if self.event_time else 0
         self.late_tag = late_tag
         self.late_records_dropped = 0
+        self.batches_grouped = 0  # batches added group by group (see window_groups)
         self._start_rows(self.name, output_schema)
         self._key: Any = None
         self._triggers = TimerService(self)  # what triggers see: timers and time
+        default = self.event_time and type(self.trigger) is EventTimeTrigger
+        self._shape = window_shape(assigner) if default and timestamp_column else None
 
     def open(self) -> None:
         super().open()
@@ -85,6 +94,24 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             self.emit_empty()
             return
         rows = rows_of(batch)
+        if self._shape is not None:
+            keys = self.key_selector.keys(batch)
+            groups = group_batch(
+                batch,
+                self.timestamp_column,  # type: ignore[arg-type]
+                self.key_column,
+                keys,
+                self._shape,
+                self.allowed_lateness,
+                self.current_watermark,
+            )
+            if groups is not None:
+                self.batches_grouped += 1
+                self._add_groups(groups, rows, keys)
+                if groups.late.any():
+                    self._late(batch, np.flatnonzero(groups.late).tolist())
+                self._flush()
+                return
         if self.event_time:
             stamps = event_times(batch, self.timestamp_column)  # type: ignore[arg-type]
         else:  # processing time: every row of the batch arrives now
@@ -105,6 +132,41 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         if late:
             self._late(batch, late)
         self._flush()
+
+    def _add_groups(self, groups: BatchGroups, rows: list[Row], keys: list[Any]) -> None:
+        """Add a batch's rows group by group: one state read and write and one timer
+        registration per (key, window), none per row (none of the windows fires)."""
+        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+        get, put, put_end = self._windows.get, self._windows.put, self._ends.put
+        create, add = self.contents.create, self.contents.add
+        direct = None  # an AggregateFunction's add, called without the wrapper's call
+        if type(self.contents) is AggregateContents:
+            direct = self.contents.aggregate.add
+        register = self.timer_service().register_event_time_timer_for
+        size, lateness = self._shape[0], self.allowed_lateness  # type: ignore[index]
+        bounds = groups.bounds
+        ordered = [rows[index] for index in groups.rows]  # each group's rows, in row order
+        members = groups.rows
+        for group, start in enumerate(groups.starts):
+            lo, hi = bounds[group], bounds[group + 1]
+            key = keys[members[lo]]
+            set_key(key)
+            contents = get(start)
+            if contents is None:
+                contents = create()
+                put_end(start, start + size)
+            if direct is not None:
+                for row in ordered[lo:hi]:
+                    contents = direct(row, contents)
+            else:
+                for row in ordered[lo:hi]:
+                    contents = add(contents, row)
+            put(start, contents)
+            # a set lookup when the timer exists; a window restored behind a watermark that
+            # restarted may have lost its firing timer, and Flink registers it again
+            register(key, start + size - 1)
+            if lateness:
+                register(key, start + size - 1 + lateness)
 
     def _add(self, row: Row, timestamp: int) -> bool:
         """Add ``row`` to its windows; False if every one of them is late."""
@@ -161,8 +223,25 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     # ---- time ----
 
     def on_event_time(self, timestamp: int, key: Any) -> None:
-        if self.event_time:
+        if self._shape is not None:
+            self._on_fixed_timer(timestamp, key)
+        elif self.event_time:
             self._on_timer(timestamp, key, self.trigger.on_event_time)
+
+    def _on_fixed_timer(self, timestamp: int, key: Any) -> None:
+        """``_on_timer`` for the default trigger and windows of one size: the window whose
+        last millisecond is ``timestamp`` fires, the one whose lateness ends then goes."""
+        self._key = key
+        size = self._shape[0]  # type: ignore[index]
+        start = timestamp + 1 - size
+        contents = self._windows.get(start)
+        if contents is not None:
+            self._emit(TimeWindow(start, start + size), contents)
+        # the window whose lateness ends now goes; trigger.clear would delete its timer
+        # at its last millisecond, which fired already (at or before this one)
+        gone = start - self.allowed_lateness
+        self._windows.remove(gone)
+        self._ends.remove(gone)
 
     def on_processing_time(self, timestamp: int, key: Any) -> None:
         if not self.event_time:

@@ -75,6 +75,14 @@ def test_readme_python_blocks_run(spark: Any) -> None:
         windows[(click["user"], start)] = windows.get((click["user"], start), 0) + 1
     counted = {(r["user"], r["start"]): r["clicks"] for r in namespace["per_minute"].to_pylist()}
     assert counted == windows
+    # the sliding-window averages: each sale in its two 20 ms windows, in plain Python
+    sums: dict[tuple[str, int], list[int]] = {}
+    for sale in namespace["sales"]:
+        last = sale["ts"] - sale["ts"] % 10
+        for start in (last, last - 10):
+            sums.setdefault((sale["shop"], start), []).append(sale["amount"])
+    expected_averages = sorted(sum(v) / len(v) for v in sums.values())
+    assert sorted(r["average"] for r in namespace["averages"].to_pylist()) == expected_averages
     # the unbounded job: multiples of 3 below 1000, each once, over four epochs
     ids = sorted(namespace["multiples"].column("id").to_pylist())
     assert ids == [i for i in range(1000) if i % 3 == 0]

@@ -113,6 +113,11 @@ class InternalTimerService:
         """Fire ``on_timer(timestamp, key)`` for the current key once the watermark passes."""
         self._event.add(_check_time(timestamp), self._current_key())
 
+    def register_event_time_timer_for(self, key: Any, timestamp: int) -> None:
+        """``register_event_time_timer`` for ``key`` (a set lookup if it exists), for an
+        operator that registers once per window of a batch, not per row."""
+        self._event.add(_check_time(timestamp), key)
+
     def delete_event_time_timer(self, timestamp: int) -> None:
         """Forget the current key's event-time timer at ``timestamp``, if there is one."""
         self._event.active.discard((timestamp, self._current_key()))
