@@ -32,11 +32,16 @@ from timing import local_session
 
 # Ordered: the first pattern found in a sample's stack (innermost first) names its part.
 PARTS = [
-    ("routing/hashing", ("partitioners.py", "murmur.py", "key_groups.py", "keys.py")),
-    ("framing (encode, buffer)", ("messages.py:encode", "messages.py:take", "messages.py:add")),
-    ("reading (rows, decode)", ("messages.py:decode", "reader.py")),
+    ("routing/hashing", ("partitioners.py", "murmur.py", "key_groups.py", "api/keys.py")),
+    (
+        "framing (IPC, buffer)",
+        ("messages.py:MessageBuffer", "messages.py:write_batch", "messages.py:encode", "_pieces"),
+    ),
+    ("coalescing", ("writer.py:MessageWriter.frame_pending",)),
+    ("reading (rows, decode)", ("messages.py:decode", "messages.py:payload_buffers", "reader.py")),
     ("writer (per message)", ("writer.py",)),
-    ("user work", ("state_functions.py", "w2_spark.py", "state/", "keyed_batch")),
+    ("keyed state", ("core/state/",)),
+    ("user function", ("state_functions.py", "w2_spark.py", "operators/", "sinks/")),
     ("Spark Arrow I/O", ("pyspark/sql/pandas/serializers.py", "pyspark/serializers.py")),
     ("pyspark worker", ("pyspark/worker.py", "pyspark/daemon.py")),
 ]
@@ -57,8 +62,8 @@ def py_spy_parts(raw: Path) -> collections.Counter[str]:
     for line in raw.read_text().splitlines():
         stack_text, _, count = line.rpartition(" ")
         stack = stack_text.split(";")
-        if not any("pyspark/worker.py" in f or "pyspark/daemon.py" in f for f in stack):
-            continue  # the driver process
+        if sum(f.startswith("process ") for f in stack) < 3:
+            continue  # the driver (driver -> JVM -> daemon -> worker for a worker's sample)
         frames = [_frame(f) for f in stack]
         counts[classify(frames)] += int(count)
     return counts
@@ -148,14 +153,24 @@ def main() -> None:
             recorder.wait()
             samples[name] = py_spy_parts(raw_file)
     spark.stop()
-    metrics = stage_metrics(log_dir)
     print(f"{args.rows:,} rows, {args.keys:,} keys, parallelism 2, local[2]; one run each")
+    report(list(jobs), seconds, stage_metrics(log_dir), samples)
+
+
+def report(
+    jobs: list[str],
+    seconds: dict[str, float],
+    metrics: dict[str, list[dict[str, Any]]],
+    samples: dict[str, collections.Counter[str]],
+) -> None:
+    """The two tables: Spark's stage metrics per job, py-spy's shares per job."""
     print("| job | wall s | stage | tasks | run ms | deser ms | gc ms | shuf w MB | shuf r MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in jobs:
+        wall = f"{seconds[name]:.2f}" if name in seconds else "-"
         for row in metrics.get(name, []):
             print(
-                f"| {name} | {seconds[name]:.2f} | {row['stage']} | {row['tasks']} | "
+                f"| {name} | {wall} | {row['stage']} | {row['tasks']} | "
                 f"{row['run ms']} | {row['deserialize ms']} | {row['gc ms']} | "
                 f"{row['shuffle write MB'] / 1e6:.1f} | {row['shuffle read MB'] / 1e6:.1f} |"
             )

@@ -90,8 +90,8 @@ class BatchSplitter:
         groups = key.key_groups(batch, self.max_parallelism).astype(np.int64)
         targets = groups * self.parallelism // self.max_parallelism
         order, counts = _order_by_target(targets, self.parallelism)
-        if counts[0] == batch.num_rows:  # one target: the batch as it is
-            yield 0, batch
+        if max(counts) == batch.num_rows:  # one target: the batch as it is
+            yield counts.index(batch.num_rows), batch
             return
         ordered = batch.take(pa.array(order))
         start = 0

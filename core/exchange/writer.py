@@ -66,10 +66,9 @@ class MessageWriter:
         self.records_out += batch.num_rows
         if not self._edges:
             return
-        pending = self._pending
-        if pending and not pending[0].schema.equals(batch.schema):
+        if self._pending and not self._pending[0].schema.equals(batch.schema):
             self.frame_pending()
-        pending.append(batch)
+        self._pending.append(batch)
         self._pending_rows += batch.num_rows
         self._pending_bytes += batch.nbytes
         if self._pending_rows >= COALESCE_ROWS or self._pending_bytes >= COALESCE_BYTES:
