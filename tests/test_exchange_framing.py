@@ -13,7 +13,13 @@ import pytest
 from flintlock.core.events import CheckpointBarrier, DataEvent, EndOfInputEvent
 from flintlock.core.exchange.key_groups import key_group_of
 from flintlock.core.exchange.messages import Kind, MessageBuffer, decode_batch, payload_buffers
-from flintlock.core.exchange.partitioners import BatchSplitter, _order_by_target, hash_by
+from flintlock.core.exchange.partitioners import (
+    REBALANCE,
+    BatchSplitter,
+    Partitioner,
+    _order_by_target,
+    hash_by,
+)
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import COALESCE_ROWS, MessageWriter
 from flintlock.core.plan.execution import ExecutionPlan
@@ -21,12 +27,13 @@ from flintlock.core.plan.graph import InputEdge, Transformation, build_job_graph
 from flintlock.core.sources.source import SourceOperator
 
 
-def keyed_plan(parallelism: int = 2) -> ExecutionPlan:
+def keyed_plan(parallelism: int = 2, partitioner: Partitioner | None = None) -> ExecutionPlan:
     """A source of 1 subtask feeding ``parallelism`` subtasks by key group of ``k``."""
+    edge = InputEdge(0, 1, partitioner or hash_by("k"))
     graph = build_job_graph(
         [
             Transformation(0, "src", lambda: SourceOperator(None), 1, is_source=True),  # type: ignore[arg-type]
-            Transformation(1, "sink", lambda: None, parallelism, [InputEdge(0, 1, hash_by("k"))]),  # type: ignore[arg-type,return-value]
+            Transformation(1, "sink", lambda: None, parallelism, [edge]),  # type: ignore[arg-type,return-value]
         ]
     )
     return ExecutionPlan(
@@ -119,3 +126,12 @@ def test_a_batch_for_one_target_is_sent_as_it_is() -> None:
     batch = pa.record_batch({"k": keys})
     parts = list(BatchSplitter(hash_by("k"), 0, 2, 128).split(batch))
     assert len(parts) == 1 and parts[0][0] == 1 and parts[0][1] is batch
+
+
+def test_a_rebalance_still_sends_each_batch_to_the_next_subtask() -> None:
+    plan = keyed_plan(parallelism=2, partitioner=REBALANCE)
+    writer = MessageWriter(plan, plan.vertices[0], 0)
+    for batch in batches(4, 100):  # gathered, all 400 rows would go to one subtask
+        writer.emit_batch(batch)
+    messages = writer.buffer.take()
+    assert messages.column("dest_subtask").to_pylist() == [0, 1, 0, 1]

@@ -52,6 +52,9 @@ class MessageWriter:
             if edge.side is not None:
                 self._side_edges.setdefault(edge.side, []).append((edge, splitter))
         self._all_edges = every  # watermarks, end of input and barriers go on every edge
+        self._gather = all(edge.partitioner.kind != "rebalance" for edge, _ in self._edges)
+        """A rebalance sends each batch to the next subtask: gathering would send small
+        inputs to one subtask only."""
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
@@ -65,6 +68,9 @@ class MessageWriter:
         is sent, so every channel keeps its order."""
         self.records_out += batch.num_rows
         if not self._edges:
+            return
+        if not self._gather:
+            self._emit_on(self._edges, batch)
             return
         if self._pending and not self._pending[0].schema.equals(batch.schema):
             self.frame_pending()
