@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -129,7 +130,10 @@ def main() -> None:
         "raw repartition + dict loop": lambda: raw(frame, True, w2_spark.dict_loop_partition, sums),
         "flintlock key_by + BatchRunningSum": lambda: ours(spark, frame, scratch, "w2"),
     }
-    py_spy = shutil.which("py-spy") or str(Path(os.sys.executable).parent / "py-spy")
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not args.no_py_spy and not Path(py_spy).exists():
+        print("py-spy is not installed (pip install 'flintlock[profile]'): stage metrics only")
+        args.no_py_spy = True
     samples: dict[str, collections.Counter[str]] = {}
     seconds: dict[str, float] = {}
     for name, work in jobs.items():
