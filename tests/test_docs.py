@@ -104,6 +104,16 @@ def test_readme_python_blocks_run(spark: Any) -> None:
     figures = namespace["seen"][0]
     assert sum(figures["records_in"].values()) == len(words)
     assert sum(figures["records_out"].values()) == len([w for w in words if w != "be"])
+    # keyed jobs from a DataFrame: per key, the rows and sums of its calls add up to
+    # what plain Python counts, in at most one call per source subtask
+    calls: dict[int, list[tuple[int, int]]] = {}
+    for row in namespace["calls"].to_pylist():
+        calls.setdefault(row["k"], []).append((row["rows"], row["sum"]))
+    assert sorted(calls) == list(range(7))
+    for key, parts in calls.items():
+        ids = range(key, 150_000, 7)
+        assert (sum(r for r, _ in parts), sum(s for _, s in parts)) == (len(ids), sum(ids))
+        assert len(parts) <= 3
     # when something goes wrong: the key_by is named, with the column it missed
     assert (
         "KeyColumnError: key_by('word'): the rows reaching it have no column 'word'"

@@ -10,9 +10,11 @@ control events). Few large rows cross the JVM cheaply (SPARK_NOTES.md).
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -58,15 +60,23 @@ MESSAGE_DDL = ", ".join(
 
 def encode_batch(batch: pa.RecordBatch) -> bytes:
     """A batch as Arrow IPC stream bytes."""
-    sink = pa.BufferOutputStream()
+    return write_batch(pa.BufferOutputStream(), batch).getvalue().to_pybytes()
+
+
+def write_batch(sink: pa.NativeFile, batch: pa.RecordBatch) -> pa.NativeFile:
+    """Append ``batch`` to ``sink`` as one Arrow IPC stream (schema, batch, end)."""
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return sink
 
 
-def decode_batch(payload: bytes) -> pa.RecordBatch:
-    """Inverse of ``encode_batch``."""
-    return pa.ipc.open_stream(pa.py_buffer(payload)).read_next_batch()
+def decode_batch(payload: bytes | pa.Buffer) -> pa.RecordBatch:
+    """Inverse of ``encode_batch``; an 8-byte aligned ``pa.Buffer`` is read in place."""
+    if isinstance(payload, pa.Buffer) and payload.address % 8 == 0:
+        buffer = payload
+    else:
+        buffer = pa.py_buffer(bytes(payload))
+    return pa.ipc.open_stream(buffer).read_next_batch()
 
 
 def encode_json(document: Any) -> bytes:
@@ -74,9 +84,9 @@ def encode_json(document: Any) -> bytes:
     return json.dumps(document, sort_keys=True).encode()
 
 
-def decode_json(payload: bytes) -> Any:
+def decode_json(payload: bytes | pa.Buffer) -> Any:
     """Inverse of ``encode_json``."""
-    return json.loads(payload)
+    return json.loads(payload.to_pybytes() if isinstance(payload, pa.Buffer) else payload)
 
 
 def check_for_driver(messages: pa.Table) -> None:
@@ -93,29 +103,75 @@ def check_for_driver(messages: pa.Table) -> None:
 
 
 class MessageBuffer:
-    """Collects message rows column by column and turns them into one batch."""
+    """Collects message rows column by column and turns them into one batch.
 
-    __slots__ = ("bytes", "columns")
+    Payloads are written into one growing buffer as they come (a DATA payload's IPC
+    stream straight from the batch, ``add_batch``), and the payload column is built from
+    that buffer and the offsets: one copy of the data, however many messages."""
+
+    __slots__ = ("_payloads", "_sizes", "columns")
 
     def __init__(self) -> None:
-        self.columns: list[list[Any]] = [[] for _ in MESSAGE_SCHEMA]
-        self.bytes = 0
+        self.columns: list[list[int]] = [[] for _ in range(len(MESSAGE_SCHEMA) - 1)]
+        self._sizes: list[int] = []
+        self._payloads = pa.BufferOutputStream()
 
     def __len__(self) -> int:
-        return len(self.columns[0])
+        return len(self._sizes)
+
+    @property
+    def bytes(self) -> int:
+        """Payload bytes buffered."""
+        return self._payloads.tell()
 
     def add(self, row: tuple[Any, ...]) -> None:
-        """Append one message (a tuple in MESSAGE_SCHEMA order)."""
-        for column, value in zip(self.columns, row, strict=True):
+        """Append one message (a tuple in MESSAGE_SCHEMA order; the payload bytes or a
+        ``pa.Buffer``)."""
+        for column, value in zip(self.columns, row, strict=False):
             column.append(value)
-        self.bytes += len(row[-1])
+        payload = row[-1]
+        self._payloads.write(payload)
+        size = len(payload)
+        if size % 8:  # JSON: spaces keep every later payload 8-byte aligned (IPC reads it
+            padding = 8 - size % 8  # in place); JSON ignores them
+            self._payloads.write(b" " * padding)
+            size += padding
+        self._sizes.append(size)
+
+    def add_batch(self, header: tuple[int, ...], batch: pa.RecordBatch) -> None:
+        """Append a DATA message: ``header`` (every field but the payload), ``batch`` as
+        its Arrow IPC payload, written in place."""
+        for column, value in zip(self.columns, header, strict=True):
+            column.append(value)
+        start = self._payloads.tell()
+        write_batch(self._payloads, batch)
+        self._sizes.append(self._payloads.tell() - start)
 
     def take(self) -> pa.RecordBatch:
         """The buffered messages as one batch; the buffer starts empty again."""
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(c, f.type) for c, f in zip(self.columns, MESSAGE_SCHEMA, strict=True)],
-            schema=MESSAGE_SCHEMA,
+        offsets = np.zeros(len(self._sizes) + 1, dtype=np.int32)
+        np.cumsum(self._sizes, out=offsets[1:])
+        payloads = pa.Array.from_buffers(
+            pa.binary(),
+            len(self._sizes),
+            [None, pa.py_buffer(offsets), self._payloads.getvalue()],
         )
-        self.columns = [[] for _ in MESSAGE_SCHEMA]
-        self.bytes = 0
+        arrays = [pa.array(c, f.type) for c, f in zip(self.columns, MESSAGE_SCHEMA, strict=False)]
+        batch = pa.RecordBatch.from_arrays([*arrays, payloads], schema=MESSAGE_SCHEMA)
+        self.columns = [[] for _ in range(len(MESSAGE_SCHEMA) - 1)]
+        self._sizes = []
+        self._payloads = pa.BufferOutputStream()
         return batch
+
+
+def payload_buffers(column: pa.Array) -> list[pa.Buffer]:
+    """The values of a binary column as zero-copy buffers (no Python bytes per message)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[
+        column.offset : column.offset + len(column) + 1
+    ].tolist()
+    data = column.buffers()[2]
+    if data is None:
+        return [pa.py_buffer(b"")] * len(column)
+    return [data.slice(a, b - a) for a, b in itertools.pairwise(offsets)]

@@ -21,7 +21,7 @@ from flintlock.core.events import (
     WatermarkEvent,
     WatermarkStatusEvent,
 )
-from flintlock.core.exchange.messages import Kind, decode_batch, decode_json
+from flintlock.core.exchange.messages import Kind, decode_batch, decode_json, payload_buffers
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
@@ -59,7 +59,9 @@ class MessageReader:
     def _read(self) -> Iterator[InputEvent]:
         me = self.vertex.id
         for batch in self.batches:
-            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            last = batch.num_columns - 1  # the payloads: buffers, not Python bytes
+            columns = [batch.column(i).to_pylist() for i in range(last)]
+            columns.append(payload_buffers(batch.column(last)))
             for row in zip(*columns, strict=True):
                 dest_vertex = row[1]
                 if dest_vertex != me:

@@ -234,5 +234,6 @@ def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa
                 if not error.canceled:
                     raise
         raise
+    writer.frame_pending()
     if len(writer.buffer):
         yield writer.buffer.take()

@@ -1,0 +1,92 @@
+"""The keyed exchange on Spark with Spark's small input batches (framed together), and a
+DataFrame source's partitions counted once per job, again after a setting changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import state_functions
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from state_functions import BatchRunningSum
+
+from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.spark.job_group import epoch_group
+from flintlock.sinks.collect import CollectSink
+
+cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
+pytestmark = pytest.mark.slow
+ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+def test_running_sums_from_small_spark_batches_are_exact(spark: Any, tmp_path: Path) -> None:
+    rows, keys = 12_000, 97
+    frame = spark.range(0, rows, 1, 3).select(
+        F.col("id").alias("i"), (F.col("id") % keys).alias("k"), (F.col("id") % 10 + 1).alias("v")
+    )
+    spark.conf.set(ARROW_BATCH, "400")  # 10 batches per partition, framed a few at a time
+    try:
+        env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+        stream = env.from_dataframe(frame).key_by("k").process_batch(BatchRunningSum())
+        table = stream.collect("small-batches")
+    finally:
+        spark.conf.unset(ARROW_BATCH)
+    i, k = table.column("i").to_numpy(), table.column("k").to_numpy()
+    total = table.column("total").to_numpy()
+    assert sorted(i.tolist()) == list(range(rows)) and (k == i % keys).all()
+    order = np.lexsort((total, k))  # per key, by total: each is the one before plus v
+    k, total, v = k[order], total[order], i[order] % 10 + 1
+    before = np.concatenate([[0], total[:-1]])
+    before[np.concatenate([[True], k[1:] != k[:-1]])] = 0
+    assert (total - before == v).all()
+    ends = {key: int(sum(j % 10 + 1 for j in range(key, rows, keys))) for key in range(keys)}
+    last = np.concatenate([k[1:] != k[:-1], [True]])
+    assert dict(zip(k[last].tolist(), total[last].tolist(), strict=True)) == ends
+
+
+def source_tasks(spark: Any, result: Any) -> list[int]:
+    """The task count of each Spark stage of a job's one epoch (checkpoint 1)."""
+    group = epoch_group(result.job_name, 1, result.run_id)
+    tracker = spark.sparkContext.statusTracker()
+    stages = sorted(
+        stage
+        for job in tracker.getJobIdsForGroup(group)
+        for stage in tracker.getJobInfo(job).stageIds
+    )
+    return [tracker.getStageInfo(stage).numTasks for stage in stages]
+
+
+def test_partitions_are_counted_once_per_job_and_again_after_a_setting(
+    spark: Any, tmp_path: Path
+) -> None:
+    frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
+    selects: list[tuple[Any, ...]] = []
+    plain_select = frame.select
+
+    def counting_select(*columns: Any) -> Any:  # a spy: the real select runs
+        selects.append(columns)
+        return plain_select(*columns)
+
+    frame.select = counting_select
+
+    def run(name: str) -> Any:
+        env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+        env.from_dataframe(frame).sink_to(CollectSink("rows"), name="rows")
+        result = env.execute(name)
+        assert sorted(result.collected["rows"].column("v").to_pylist()) == list(range(10))
+        return result
+
+    first = run("first")
+    assert selects == [("*",)]  # planned once, though the job asks for it twice
+    assert 4 in source_tasks(spark, first)  # spark.sql.shuffle.partitions: 4 subtasks
+    spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
+    try:
+        second = run("second")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    assert selects == [("*",), ("*",)]  # counted anew
+    tasks = source_tasks(spark, second)
+    assert 3 in tasks and 4 not in tasks
