@@ -76,32 +76,14 @@ def partition_count(frame: DataFrame) -> int | None:
     """How many partitions a job's stage reads ``frame`` in, planned as the job plans it
     (AQE off), without running it; None where the client cannot say (Spark Connect).
 
-    Planning costs ~0.1 s; a job asks twice (its graph, its run), so the count is kept
-    on the frame with the session's SQL settings it was planned under, and planned again
-    only if they changed (a setting made after ``from_dataframe`` still counts)."""
+    Counted once per job (its run's graph), never kept across jobs: the same DataFrame of
+    a catalog table lists other files after a ``REFRESH TABLE``, and a stale count would
+    plan the wrong number of source subtasks."""
     if getattr(frame, "_jdf", None) is None:
         return None
-    settings = _sql_settings(frame.sparkSession)
-    known = getattr(frame, _COUNTED, None)
-    if known is not None and settings is not None and known[0] == settings:
-        return known[1]
     with adaptive_execution_off(frame.sparkSession):
         planned = frame.select("*")  # a new plan, made under the job's settings
-        count = int(planned._jdf.queryExecution().toRdd().getNumPartitions())
-    with contextlib.suppress(AttributeError, TypeError):
-        setattr(frame, _COUNTED, (settings, count))
-    return count
-
-
-_COUNTED = "_flintlock_partition_count"
-
-
-def _sql_settings(spark: SparkSession) -> str | None:
-    """Every SQL setting of the session in one string (one JVM call), or None."""
-    try:
-        return str(spark._jsparkSession.sessionState().conf().getAllConfs().toString())
-    except Exception:  # not a classic session: never reuse a count
-        return None
+        return int(planned._jdf.queryExecution().toRdd().getNumPartitions())
 
 
 def source_frame(
