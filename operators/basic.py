@@ -22,6 +22,7 @@ from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.runtime.records import conform_batch, rows_of
 from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
+from flintlock.core.runtime.row_output import emit_rows
 
 
 class _LambdaMap(MapFunction):
@@ -70,12 +71,19 @@ class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
                 out = conform_batch(out, self.output_schema, self.name)
             self.output.emit(out)
             return
-        fn = self.function.map
-        out = self._builder.build([fn(row) for row in rows_of(batch)])
-        if out is not None:
-            self.output.emit(out)
-        elif not batch.num_rows:
+        if not batch.num_rows:
             self.emit_empty()
+            return
+        self.process_rows(rows_of(batch))
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Per-record maps take rows from a per-record operator before them."""
+        return not self._per_batch
+
+    def process_rows(self, rows: list[Row]) -> None:
+        """``map`` over rows (not empty) as they are; the output as rows or a batch."""
+        fn = self.function.map
+        emit_rows(self.output, self._builder, [fn(row) for row in rows])
 
     def finish(self) -> None:
         super().finish()
@@ -108,12 +116,26 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if self._per_batch:
             mask = self.function.filter_batch(batch)
+        elif self.output.takes_rows and batch.num_rows:
+            self.process_rows(rows_of(batch))
+            return
         else:
             fn = self.function.filter
             mask = pa.array([bool(fn(row)) for row in rows_of(batch)], pa.bool_())
         kept = batch.filter(mask)
         if kept.num_rows or not batch.num_rows:  # an empty input batch carries its schema
             self.output.emit(kept)
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """A per-record filter takes rows when it can hand the rows it keeps on as rows."""
+        return not self._per_batch and output_takes_rows
+
+    def process_rows(self, rows: list[Row]) -> None:
+        """Keep the rows (not empty) where ``filter`` holds; they go on as rows."""
+        fn = self.function.filter
+        kept = [row for row in rows if fn(row)]
+        if kept:
+            self.output.emit_rows(kept)
 
 
 class _LambdaFlatMap(FlatMapFunction):
@@ -147,13 +169,24 @@ class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator)
             out = self.function.flat_map_batch(batch)
             if out is not None and self.output_schema is not None:
                 out = conform_batch(out, self.output_schema, self.name)
+        elif batch.num_rows:
+            self.process_rows(rows_of(batch))
+            return
         else:
-            fn = self.function.flat_map
-            out = self._builder.build([r for row in rows_of(batch) for r in fn(row)])
+            out = None
         if out is not None and (out.num_rows or not batch.num_rows):
             self.output.emit(out)
         elif not batch.num_rows:
             self.emit_empty()
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Per-record flat maps take rows from a per-record operator before them."""
+        return not self._per_batch
+
+    def process_rows(self, rows: list[Row]) -> None:
+        """``flat_map`` over rows (not empty); the output as rows or a batch."""
+        fn = self.function.flat_map
+        emit_rows(self.output, self._builder, [r for row in rows for r in fn(row)])
 
     def finish(self) -> None:
         super().finish()

@@ -123,13 +123,15 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
         if not batch.num_rows:
             self.emit_empty()
             return
+        if self.key_selector is None and self.timestamp_column is None:
+            self.process_rows(rows_of(batch))
+            return
         rows = rows_of(batch)
         stamps: list[int | None] = (
             event_times(batch, self.timestamp_column) if self.timestamp_column else []
         )
         process, ctx, out = self.function.process_element, self._ctx, self._collector
         if self.key_selector is None:
-            stamps = stamps or [None] * len(rows)
             for row, stamp in zip(rows, stamps, strict=True):
                 ctx._timestamp = stamp
                 process(row, ctx, out)
@@ -147,6 +149,19 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
                     set_key(key)
                     ctx._key, ctx._timestamp = key, stamp
                     process(row, ctx, out)
+        self._flush()
+
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Unkeyed, without a timestamp column, it takes rows from a per-record operator."""
+        return self.key_selector is None and self.timestamp_column is None
+
+    def process_rows(self, rows: list[dict[str, Any]]) -> None:
+        """``process_element`` over rows (not empty) as they are, then one flush."""
+        process, ctx, out = self.function.process_element, self._ctx, self._collector
+        ctx._timestamp = None
+        for row in rows:
+            process(row, ctx, out)
         self._flush()
 
 
