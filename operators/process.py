@@ -151,7 +151,6 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
                     process(row, ctx, out)
         self._flush()
 
-
     def accepts_rows(self, output_takes_rows: bool) -> bool:
         """Unkeyed, without a timestamp column, it takes rows from a per-record operator."""
         return self.key_selector is None and self.timestamp_column is None
