@@ -22,7 +22,7 @@ from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.runtime.records import conform_batch, rows_of
 from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
-from flintlock.core.runtime.row_output import emit_rows
+from flintlock.core.runtime.row_output import FusedRowsMixin, RowStage
 
 
 class _LambdaMap(MapFunction):
@@ -48,7 +48,7 @@ def _output_schema(function: Any, declared: pa.Schema | None) -> pa.Schema | Non
     return declared if declared is not None else getattr(function, "output_schema", None)
 
 
-class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class MapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Applies a MapFunction: ``map_batch`` if it has one, else ``map`` per record."""
 
     def __init__(
@@ -74,16 +74,19 @@ class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         if not batch.num_rows:
             self.emit_empty()
             return
-        self.process_rows(rows_of(batch))
+        self.fused_rows().run_batch(batch)
 
     def accepts_rows(self, output_takes_rows: bool) -> bool:
         """Per-record maps take rows from a per-record operator before them."""
         return not self._per_batch
 
-    def process_rows(self, rows: list[Row]) -> None:
-        """``map`` over rows (not empty) as they are; the output as rows or a batch."""
-        fn = self.function.map
-        emit_rows(self.output, self._builder, [fn(row) for row in rows])
+    def emits_rows(self) -> bool:
+        """Per record and no declared schema (that would cast): rows may go on as they are."""
+        return not self._per_batch and self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This map as a step of a fused run."""
+        return RowStage("map", self.function.map, self)
 
     def finish(self) -> None:
         super().finish()
@@ -98,7 +101,7 @@ class _LambdaFilter(FilterFunction):
             self.filter = fn  # type: ignore[assignment,method-assign]
 
 
-class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
+class FilterOperator(FusedRowsMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Keeps rows where the FilterFunction holds; ``filter_batch`` returns a boolean mask."""
 
     def __init__(
@@ -117,7 +120,7 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
         if self._per_batch:
             mask = self.function.filter_batch(batch)
         elif self.output.takes_rows and batch.num_rows:
-            self.process_rows(rows_of(batch))
+            self.fused_rows().run_batch(batch)
             return
         else:
             fn = self.function.filter
@@ -130,12 +133,13 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
         """A per-record filter takes rows when it can hand the rows it keeps on as rows."""
         return not self._per_batch and output_takes_rows
 
-    def process_rows(self, rows: list[Row]) -> None:
-        """Keep the rows (not empty) where ``filter`` holds; they go on as rows."""
-        fn = self.function.filter
-        kept = [row for row in rows if fn(row)]
-        if kept:
-            self.output.emit_rows(kept)
+    def emits_rows(self) -> bool:
+        """Per record, the rows it keeps may go on as they are."""
+        return not self._per_batch
+
+    def row_stage(self) -> RowStage:
+        """This filter as a step of a fused run."""
+        return RowStage("filter", self.function.filter, self)
 
 
 class _LambdaFlatMap(FlatMapFunction):
@@ -146,7 +150,7 @@ class _LambdaFlatMap(FlatMapFunction):
             self.flat_map = fn  # type: ignore[assignment,method-assign]
 
 
-class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class FlatMapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Zero or more rows per row (per record), or a batch per batch."""
 
     def __init__(
@@ -170,7 +174,7 @@ class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator)
             if out is not None and self.output_schema is not None:
                 out = conform_batch(out, self.output_schema, self.name)
         elif batch.num_rows:
-            self.process_rows(rows_of(batch))
+            self.fused_rows().run_batch(batch)
             return
         else:
             out = None
@@ -183,10 +187,13 @@ class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator)
         """Per-record flat maps take rows from a per-record operator before them."""
         return not self._per_batch
 
-    def process_rows(self, rows: list[Row]) -> None:
-        """``flat_map`` over rows (not empty); the output as rows or a batch."""
-        fn = self.function.flat_map
-        emit_rows(self.output, self._builder, [r for row in rows for r in fn(row)])
+    def emits_rows(self) -> bool:
+        """Per record and no declared schema (that would cast): rows may go on as they are."""
+        return not self._per_batch and self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This flat map as a step of a fused run."""
+        return RowStage("flat_map", self.function.flat_map, self)
 
     def finish(self) -> None:
         super().finish()

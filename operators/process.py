@@ -29,7 +29,7 @@ from flintlock.core.runtime.operator import (
     UdfOperatorMixin,
 )
 from flintlock.core.runtime.records import rows_of
-from flintlock.core.runtime.row_output import RowOutputMixin
+from flintlock.core.runtime.row_output import FusedRowsMixin, RowOutputMixin, RowStage
 from flintlock.core.runtime.timers import TimeDomain
 
 KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
@@ -96,7 +96,7 @@ def _schema(function: Any, declared: pa.Schema | None) -> pa.Schema | None:
     return declared if declared is not None else getattr(function, "output_schema", None)
 
 
-class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
+class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperator):
     """Calls ``process_element(value, ctx, out)`` per record; keyed (state, timers) when
     ``key_column`` (a column or a list of them) or ``key_selector`` is given;
     ``timestamp_column`` gives ``ctx.timestamp()``."""
@@ -124,7 +124,7 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
             self.emit_empty()
             return
         if self.key_selector is None and self.timestamp_column is None:
-            self.process_rows(rows_of(batch))
+            self.fused_rows().run_batch(batch)
             return
         rows = rows_of(batch)
         stamps: list[int | None] = (
@@ -155,13 +155,13 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
         """Unkeyed, without a timestamp column, it takes rows from a per-record operator."""
         return self.key_selector is None and self.timestamp_column is None
 
-    def process_rows(self, rows: list[dict[str, Any]]) -> None:
-        """``process_element`` over rows (not empty) as they are, then one flush."""
-        process, ctx, out = self.function.process_element, self._ctx, self._collector
-        ctx._timestamp = None
-        for row in rows:
-            process(row, ctx, out)
-        self._flush()
+    def emits_rows(self) -> bool:
+        """Without a declared schema (that would cast), collected rows may go on as they are."""
+        return self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This process as the last step of a fused run (unkeyed, no timestamp column)."""
+        return RowStage("process", self.function.process_element, self)
 
 
 class KeyedProcessOperator(ProcessOperator):

@@ -240,9 +240,11 @@ class OperatorChain:
         where the next operator takes them and no plugin wraps ``process_batch``."""
         outputs: list[Output] = [TaskOutput(writer)]
         fuse = not self.hooks.implemented("flintlock_operator_process_batch")
-        for target in reversed(self.operators[1:]):
+        pairs = list(zip(self.operators[:-1], self.operators[1:], strict=True))
+        for source, target in reversed(pairs):
+            emits = getattr(source, "emits_rows", None)
             accepts = getattr(target, "accepts_rows", None)
-            if fuse and accepts is not None and accepts(outputs[0].takes_rows):
+            if fuse and emits and accepts and emits() and accepts(outputs[0].takes_rows):
                 outputs.insert(0, RowsOutput(target, self.hooks, self.task))
             else:
                 outputs.insert(0, ChainingOutput(target, self.hooks, self.task))
