@@ -123,33 +123,20 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
         if not batch.num_rows:
             self.emit_empty()
             return
-        if self.key_selector is None and self.timestamp_column is None:
-            self.fused_rows().run_batch(batch)
-            return
-        rows = rows_of(batch)
-        stamps: list[int | None] = (
-            event_times(batch, self.timestamp_column) if self.timestamp_column else []
-        )
-        process, ctx, out = self.function.process_element, self._ctx, self._collector
-        if self.key_selector is None:
-            for row, stamp in zip(rows, stamps, strict=True):
-                ctx._timestamp = stamp
-                process(row, ctx, out)
-        else:
+        leading = []
+        if self.key_selector is not None:
             keys = self.key_selector.keys(batch)
-            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
-            if self.timestamp_column is None:  # the common case, one assignment less
-                ctx._timestamp = None
-                for row, key in zip(rows, keys, strict=True):
-                    set_key(key)
-                    ctx._key = key
-                    process(row, ctx, out)
-            else:
-                for row, key, stamp in zip(rows, keys, stamps, strict=True):
-                    set_key(key)
-                    ctx._key, ctx._timestamp = key, stamp
-                    process(row, ctx, out)
-        self._flush()
+            self.context.keyed_backend.check_keys(keys)  # type: ignore[union-attr]
+            leading.append(keys)
+        if self.timestamp_column is not None:
+            leading.append(event_times(batch, self.timestamp_column))
+        self.fused_rows().run_batch(batch, *leading)
+
+    def row_leading(self) -> tuple[str, ...]:
+        """What a fused run takes per record besides the row: the key, the timestamp."""
+        return ("key",) * (self.key_selector is not None) + ("stamp",) * (
+            self.timestamp_column is not None
+        )
 
     def accepts_rows(self, output_takes_rows: bool) -> bool:
         """Unkeyed, without a timestamp column, it takes rows from a per-record operator."""

@@ -113,14 +113,17 @@ class FusedRows:
             output = output.target.output
         self.stages, self.links = stages, links
         self.terminal = stages[-1].operator
+        row_leading = getattr(head, "row_leading", None)
+        self.leading: tuple[str, ...] = row_leading() if row_leading is not None else ()
         self._loops: dict[tuple[str, ...] | None, Any] = {}
         self._lines: dict[str, dict[int, int]] = {}
 
-    def run_batch(self, batch: pa.RecordBatch) -> None:
-        """Every record of ``batch`` (not empty) through the run."""
+    def run_batch(self, batch: pa.RecordBatch, *leading: list[Any]) -> None:
+        """Every record of ``batch`` (not empty) through the run; ``leading`` are the
+        per-record lists the head asks for (``row_leading``: keys, timestamps)."""
         names = tuple(batch.schema.names)
         loop = self._loops.get(names) or self._compile(names)
-        self._run(loop, batch.num_rows, *map(column_values, batch.columns))
+        self._run(loop, batch.num_rows, *leading, *map(column_values, batch.columns))
 
     def run_rows(self, rows: list[dict[str, Any]]) -> None:
         """Every row of ``rows`` (not empty) through the run."""
@@ -129,8 +132,8 @@ class FusedRows:
 
     def _run(self, loop: Any, count: int, *inputs: Any) -> None:
         out: list[dict[str, Any]] = []
-        if self.stages[-1].kind == "process":
-            self.terminal._ctx._timestamp = None  # unkeyed, no timestamp column
+        if self.stages[-1].kind == "process" and "stamp" not in self.leading:
+            self.terminal._ctx._timestamp = None  # no timestamp column
         try:
             counts = loop(out.append, *inputs)
         except BaseException as error:
@@ -155,7 +158,7 @@ class FusedRows:
         return self.stages[lines.get(tb.tb_lineno, 0)]
 
     def _compile(self, names: tuple[str, ...] | None) -> Any:
-        source, lines, scope = generate_loop(self.stages, names)
+        source, lines, scope = generate_loop(self.stages, names, self.leading if names else ())
         code = compile(source, FUSED_FILENAME, "exec")
         exec(code, scope)
         loop = self._loops[names] = scope["fused"]
@@ -164,24 +167,36 @@ class FusedRows:
 
 
 def generate_loop(
-    stages: list[RowStage], names: tuple[str, ...] | None
+    stages: list[RowStage], names: tuple[str, ...] | None, leading: tuple[str, ...] = ()
 ) -> tuple[str, dict[int, int], dict[str, Any]]:
     """The source of ``fused(emit, *inputs)``, the line -> stage map and its globals.
 
-    ``names`` are the input columns (rows built from them) or None (a list of rows).
-    Column names enter the code only through ``repr``; functions only as globals."""
+    ``names`` are the input columns (rows built from them) or None (a list of rows);
+    ``leading`` inputs come first: "key" (a keyed head: the state backend's current key
+    and ``ctx``'s key, set per record) and "stamp" (``ctx``'s timestamp). Column names
+    enter the code only through ``repr``; functions only as globals."""
     scope: dict[str, Any] = {"__builtins__": {"zip": zip}}
     narrowing = [i for i, stage in enumerate(stages) if stage.kind in ("filter", "flat_map")]
     counters = [i for i in range(1, len(stages)) if narrowing and narrowing[0] < i]
-    code = ["def fused(emit, " + ("rows):" if names is None else _columns(names) + "):")]
+    params = "".join(f"{name}s, " for name in leading)
+    code = [f"def fused(emit, {params}" + ("rows):" if names is None else _columns(names) + "):")]
     code += [f"    n{i} = 0" for i in counters]
     if names is None:
         code.append("    for row in rows:")
     else:
-        values = ", ".join(f"v{i}" for i in range(len(names)))
-        code.append(f"    for {values}, in zip({_columns(names)}, strict=True):")
+        values = "".join(f"{name}, " for name in leading) + ", ".join(
+            f"v{i}" for i in range(len(names))
+        )
+        code.append(f"    for {values}, in zip({params}{_columns(names)}, strict=True):")
         row = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))
         code.append(f"        row = {{{row}}}")
+        if "key" in leading:
+            scope["backend"] = stages[0].operator.context.keyed_backend
+            code.append("        backend.current_key = ctx0._key = key")
+        if "stamp" in leading:
+            code.append("        ctx0._timestamp = stamp")
+        if leading:
+            scope["ctx0"] = stages[0].operator._ctx
     lines: dict[int, int] = {}
     indent = "        "
     for index, stage in enumerate(stages):
