@@ -3,6 +3,8 @@ the same output, metrics and errors as one batch per operator, records in Flink'
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +17,9 @@ from flintlock.core.runtime.row_output import RowsOutput
 from flintlock.operators.basic import FilterOperator, FlatMapOperator, MapOperator
 from flintlock.operators.process import ProcessOperator
 from flintlock.testing import OneInputHarness
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_docs import python_blocks
 
 
 class BatchObserver:
@@ -142,3 +147,18 @@ def test_a_declared_output_schema_still_casts_what_the_next_function_sees() -> N
     harness.complete()
     assert type(harness.task.chain.outputs[0]) is ChainingOutput
     assert seen == [1.0, 2.0] and all(type(x) is float for x in seen)
+
+
+def test_the_readme_example_gives_the_running_totals_of_plain_python() -> None:
+    blocks = python_blocks("README.md")
+    block = next(b for b in blocks if "RunningCents" in b)
+    namespace: dict[str, Any] = {"__name__": "readme_fused_rows"}
+    exec(compile(block, "README.md fused rows block", "exec"), namespace)
+    orders, eur = [1, 2, 3, 4], [4.99, 12.5, 5.0, 0.5]
+    expected, total = [], 0
+    for order, euros in zip(orders, eur, strict=True):
+        cents = round(euros * 100)
+        if cents >= 500:
+            total += cents
+            expected.append({"order": order, "running": total})
+    assert namespace["running"] == expected
