@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 
 class RowsOutput(ChainingOutput):
-    """Hands a list of rows (dicts) straight to the next operator's ``process_rows``.
+    """Links two per-record operators: rows (dicts) go on as they are, no Arrow batch.
 
-    The chain wires it where both operators work per record and no plugin wraps
-    ``process_batch``: one loop per function per batch, no Arrow batch between them."""
+    The chain wires it where both work per record, the first declares no output schema
+    and no plugin wraps ``process_batch``. Inside a fused run the loop calls the next
+    function itself (``FusedRows``); a ``process``'s collected rows come through
+    ``emit_rows`` as a list, once per flush."""
 
     takes_rows = True
 
