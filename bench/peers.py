@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -160,10 +161,10 @@ def main() -> None:
         print(f"flintlock per record / Bytewax throughput: {ratio:.2f}x")
 
 
-def timed(work: object) -> tuple[float, tuple[int, float]]:
+def timed(work: Callable[[], tuple[int, float]]) -> tuple[float, tuple[int, float]]:
     """Seconds and answer of one in-process run."""
     started = time.perf_counter()
-    answer = work()  # type: ignore[operator]
+    answer = work()
     return time.perf_counter() - started, answer
 
 
