@@ -7,6 +7,12 @@ to the raw mapInArrow baseline. The input is ``spark.range(N, numPartitions=2)``
 as it is (``--input uncached``, each run computes it) or cached once (``--input cached``).
 
     python bench/w1.py [--rows 10000000] [--runs 5] [--input uncached|cached] [--metrics]
+    python bench/w1.py --in-process [--rows 2000000]
+
+Per record, flintlock is also set against raw mapInArrow running the same per-record
+functions on the same rows (``raw mapInArrow per record``), in the same run.
+``--in-process`` times W1 per record without Spark, on one core: flintlock's task in a
+harness against a plain CPython loop over the same dicts and functions.
 
 ``--metrics`` times flintlock per batch with metrics on (the default) against off
 (``FLINTLOCK_METRICS=0``, as ``execute(metrics=False)``) in the same run, interleaved.
@@ -30,6 +36,9 @@ from timing import local_session, timed
 
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 
+SPARK_BATCH = 10_000
+"""Rows per Arrow batch in-process: Spark's default ``maxRecordsPerBatch``."""
+
 
 def main() -> None:
     """Run the three variants and print one table."""
@@ -39,7 +48,11 @@ def main() -> None:
     parser.add_argument("--input", choices=["uncached", "cached"], default="uncached")
     parser.add_argument("--skip-per-record", action="store_true")
     parser.add_argument("--metrics", action="store_true", help="metrics on against off")
+    parser.add_argument("--in-process", action="store_true", help="per record, no Spark")
     args = parser.parse_args()
+    if args.in_process:
+        print_in_process(args.rows, args.runs)
+        return
     spark = local_session(driver_memory="4g")
     frame = w1.w1_input(spark, args.rows, partitions=2)
     if args.input == "cached":
@@ -55,6 +68,7 @@ def main() -> None:
             lambda: w1.flintlock_w1(spark, frame, 2, False, scratch)
         )
     elif not args.skip_per_record:
+        variants["raw mapInArrow per record"] = lambda: w1.raw_map_in_arrow_w1_per_record(frame)
         variants["flintlock per record"] = lambda: w1.flintlock_w1(spark, frame, 2, True, scratch)
     for _ in range(2):  # warm-up: the JVM's JIT, Python workers, imports
         for work in variants.values():
@@ -71,6 +85,9 @@ def main() -> None:
             f"{name:<28}{seconds:>10.2f}{args.rows / seconds:>14,.0f}"
             f"{seconds / baseline:>12.2f}x  {result[0]} rows, sum {result[1]:.1f}"
         )
+    if "flintlock per record" in figures:
+        ratio = figures["raw mapInArrow per record"][0] / figures["flintlock per record"][0]
+        print(f"per record: flintlock at {ratio:.2f}x raw mapInArrow's throughput")
     if args.metrics:
         ratio = figures["flintlock per batch"][0] / figures["flintlock, metrics off"][0]
         print(f"metrics on / off: {ratio:.3f}x")
@@ -78,6 +95,29 @@ def main() -> None:
     print("all variants agree" if len({(c, round(s, 3)) for c, s in results}) == 1 else "MISMATCH")
     print_fixed_cost(spark, args.runs, scratch, args.metrics)
     spark.stop()
+
+
+def print_in_process(rows: int, runs: int) -> None:
+    """W1 per record on one core, no Spark: flintlock's task against the CPython loop."""
+    batches = w1.w1_arrow_input(rows).to_batches(max_chunksize=SPARK_BATCH)
+    variants = {
+        "CPython loop, same functions (floor)": lambda: w1.python_loop_w1(batches),
+        "flintlock per record, in-process": lambda: w1.in_process_w1(batches),
+    }
+    for work in variants.values():
+        work()  # warm-up
+    figures = timed(runs, variants)
+    print(
+        f"W1 per record, {rows:,} rows in {SPARK_BATCH:,}-row batches, one core, median of {runs}"
+    )
+    floor = figures["CPython loop, same functions (floor)"][0]
+    for name, (seconds, (count, total)) in figures.items():
+        print(
+            f"{name:<38}{seconds:>8.3f} s{rows / seconds:>14,.0f} rec/s"
+            f"{floor / seconds:>8.2f}x floor  {count} rows, sum {total:.1f}"
+        )
+    agree = len({(c, round(t, 3)) for _, (c, t) in figures.values()}) == 1
+    print("all variants agree" if agree else "MISMATCH")
 
 
 def metrics_off(work: Callable[[], Any]) -> Any:

@@ -7,6 +7,13 @@ against a CPython dict loop and numpy, measured in the same run. Every variant's
 is checked against the dict loop's.
 
     python bench/w2.py [--rows 2000000] [--keys 10000] [--backends hashmap,sqlite]
+    python bench/w2.py --spark [--rows 4000000] [--runs 5]
+
+``--spark``: W2 per record on local Spark at parallelism 2 (a DataFrame source, key_by k,
+the KeyedProcessFunction, then a per-record check that keeps each key's last total), against
+raw PySpark ``repartition(k)`` + ``mapInArrow`` running the same dict loop per record
+(output rows built, then the same check), interleaved, median of ``--runs``; both answer
+(rows, sum of final totals), which must equal (rows, sum of v).
 """
 
 from __future__ import annotations
@@ -14,21 +21,30 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from state_functions import BatchRunningSum, RunningSum, running_sums
+import state_functions
+from pyspark import cloudpickle
+from state_functions import RUNNING_SUM_SCHEMA, BatchRunningSum, RunningSum, running_sums
 
+from flintlock import ProcessFunction, StreamExecutionEnvironment
 from flintlock.operators.batch_process import KeyedBatchProcessOperator
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import OneInputHarness
 
 BATCH = 65536
+
+cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # nor this script
 
 
 def data(rows: int, keys: int) -> pa.Table:
@@ -80,13 +96,99 @@ def timed(run: Callable[[pa.Table], np.ndarray], table: pa.Table) -> tuple[float
     return time.perf_counter() - started, out
 
 
+class LastTotals(ProcessFunction):
+    """The check after W2: each key's last running total; (rows, their sum) at the end."""
+
+    output_schema = pa.schema([("rows", pa.int64()), ("sum", pa.int64())])
+
+    def open(self) -> None:
+        self.rows, self.last = 0, {}
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.rows += 1
+        self.last[value["k"]] = value["total"]
+
+    def on_end_of_input(self, out: Any) -> None:
+        out.collect({"rows": self.rows, "sum": sum(self.last.values())})
+
+
+def spark_input(spark: Any, rows: int, keys: int) -> Any:
+    """The W2 input on Spark: i, k = i*2654435761 % keys, v = i % 1000, 2 partitions."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, rows, 1, 2).select(
+        F.col("id").alias("i"),
+        ((F.col("id") * F.lit(2654435761)) % keys).alias("k"),
+        (F.col("id") % 1000).alias("v"),
+    )
+
+
+def flintlock_spark(spark: Any, frame: Any, scratch: str) -> tuple[int, int]:
+    """W2 per record on flintlock: key_by k -> RunningSum -> LastTotals."""
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=scratch)
+    stream = env.from_dataframe(frame).key_by("k").process(RunningSum())
+    table = stream.process(LastTotals()).collect(f"w2-{uuid.uuid4().hex[:8]}")
+    return sum(table.column("rows").to_pylist()), sum(table.column("sum").to_pylist())
+
+
+def raw_spark(frame: Any) -> tuple[int, int]:
+    """The baseline: repartition(k) + mapInArrow, the same dict loop and check per record."""
+
+    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        totals: dict[int, int] = {}
+        rows, last = 0, {}
+        for batch in batches:
+            out = []
+            for row in batch.to_pylist():
+                total = totals.get(row["k"], 0) + row["v"]
+                totals[row["k"]] = total
+                out.append({"i": row["i"], "k": row["k"], "total": total})
+            for row in pa.RecordBatch.from_pylist(out, schema=RUNNING_SUM_SCHEMA).to_pylist():
+                rows += 1
+                last[row["k"]] = row["total"]
+        yield pa.record_batch([[rows], [sum(last.values())]], names=["rows", "sum"])
+
+    table = frame.repartition(2, "k").mapInArrow(work, "rows long, sum long").toArrow()
+    return sum(table.column("rows").to_pylist()), sum(table.column("sum").to_pylist())
+
+
+def main_spark(rows: int, keys: int, runs: int) -> None:
+    """W2 per record on Spark against raw PySpark, interleaved."""
+    from timing import local_session
+    from timing import timed as timed_runs
+
+    spark = local_session(driver_memory="4g")
+    frame = spark_input(spark, rows, keys)
+    scratch = tempfile.mkdtemp(prefix="flintlock-bench-")
+    variants = {
+        "raw repartition + mapInArrow (baseline)": lambda: raw_spark(frame),
+        "flintlock per record": lambda: flintlock_spark(spark, frame, scratch),
+    }
+    for work in variants.values():
+        work()  # warm-up
+    figures = timed_runs(runs, variants)
+    expected = (rows, sum(i % 1000 for i in range(rows)))
+    print(f"W2 per record on Spark, {rows:,} rows, {keys:,} keys, parallelism 2, median of {runs}")
+    base = figures["raw repartition + mapInArrow (baseline)"][0]
+    for name, (seconds, answer) in figures.items():
+        check = "ok" if answer == expected else f"WRONG {answer} != {expected}"
+        rate, ratio = rows / seconds, base / seconds
+        print(f"{name:<42}{seconds:>8.2f} s{rate:>14,.0f} rec/s{ratio:>7.2f}x  {check}")
+    spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--backends", default="hashmap,sqlite")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--spark", action="store_true", help="per record on local Spark")
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    if args.spark:
+        main_spark(args.rows, args.keys, args.runs)
+        return
     table = data(args.rows, args.keys)
     variants: list[tuple[str, Callable[[pa.Table], np.ndarray]]] = [
         ("CPython dict loop (baseline)", dict_loop),

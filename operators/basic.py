@@ -22,6 +22,7 @@ from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.runtime.records import conform_batch, rows_of
 from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
+from flintlock.core.runtime.row_output import FusedRowsMixin, RowStage
 
 
 class _LambdaMap(MapFunction):
@@ -47,7 +48,7 @@ def _output_schema(function: Any, declared: pa.Schema | None) -> pa.Schema | Non
     return declared if declared is not None else getattr(function, "output_schema", None)
 
 
-class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class MapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Applies a MapFunction: ``map_batch`` if it has one, else ``map`` per record."""
 
     def __init__(
@@ -70,12 +71,22 @@ class MapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
                 out = conform_batch(out, self.output_schema, self.name)
             self.output.emit(out)
             return
-        fn = self.function.map
-        out = self._builder.build([fn(row) for row in rows_of(batch)])
-        if out is not None:
-            self.output.emit(out)
-        elif not batch.num_rows:
+        if not batch.num_rows:
             self.emit_empty()
+            return
+        self.fused_rows().run_batch(batch)
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Per-record maps take rows from a per-record operator before them."""
+        return not self._per_batch
+
+    def emits_rows(self) -> bool:
+        """Per record and no declared schema (that would cast): rows may go on as they are."""
+        return not self._per_batch and self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This map as a step of a fused run."""
+        return RowStage("map", self.function.map, self)
 
     def finish(self) -> None:
         super().finish()
@@ -90,7 +101,7 @@ class _LambdaFilter(FilterFunction):
             self.filter = fn  # type: ignore[assignment,method-assign]
 
 
-class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
+class FilterOperator(FusedRowsMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Keeps rows where the FilterFunction holds; ``filter_batch`` returns a boolean mask."""
 
     def __init__(
@@ -108,12 +119,27 @@ class FilterOperator(UdfOperatorMixin, OneInputStreamOperator):
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if self._per_batch:
             mask = self.function.filter_batch(batch)
+        elif self.output.takes_rows and batch.num_rows:
+            self.fused_rows().run_batch(batch)
+            return
         else:
             fn = self.function.filter
             mask = pa.array([bool(fn(row)) for row in rows_of(batch)], pa.bool_())
         kept = batch.filter(mask)
         if kept.num_rows or not batch.num_rows:  # an empty input batch carries its schema
             self.output.emit(kept)
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """A per-record filter takes rows when it can hand the rows it keeps on as rows."""
+        return not self._per_batch and output_takes_rows
+
+    def emits_rows(self) -> bool:
+        """Per record, the rows it keeps may go on as they are."""
+        return not self._per_batch
+
+    def row_stage(self) -> RowStage:
+        """This filter as a step of a fused run."""
+        return RowStage("filter", self.function.filter, self)
 
 
 class _LambdaFlatMap(FlatMapFunction):
@@ -124,7 +150,7 @@ class _LambdaFlatMap(FlatMapFunction):
             self.flat_map = fn  # type: ignore[assignment,method-assign]
 
 
-class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class FlatMapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     """Zero or more rows per row (per record), or a batch per batch."""
 
     def __init__(
@@ -147,13 +173,27 @@ class FlatMapOperator(HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator)
             out = self.function.flat_map_batch(batch)
             if out is not None and self.output_schema is not None:
                 out = conform_batch(out, self.output_schema, self.name)
+        elif batch.num_rows:
+            self.fused_rows().run_batch(batch)
+            return
         else:
-            fn = self.function.flat_map
-            out = self._builder.build([r for row in rows_of(batch) for r in fn(row)])
+            out = None
         if out is not None and (out.num_rows or not batch.num_rows):
             self.output.emit(out)
         elif not batch.num_rows:
             self.emit_empty()
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Per-record flat maps take rows from a per-record operator before them."""
+        return not self._per_batch
+
+    def emits_rows(self) -> bool:
+        """Per record and no declared schema (that would cast): rows may go on as they are."""
+        return not self._per_batch and self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This flat map as a step of a fused run."""
+        return RowStage("flat_map", self.function.flat_map, self)
 
     def finish(self) -> None:
         super().finish()

@@ -29,7 +29,7 @@ from flintlock.core.runtime.operator import (
     UdfOperatorMixin,
 )
 from flintlock.core.runtime.records import rows_of
-from flintlock.core.runtime.row_output import RowOutputMixin
+from flintlock.core.runtime.row_output import FusedRowsMixin, RowOutputMixin, RowStage
 from flintlock.core.runtime.timers import TimeDomain
 
 KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
@@ -96,7 +96,7 @@ def _schema(function: Any, declared: pa.Schema | None) -> pa.Schema | None:
     return declared if declared is not None else getattr(function, "output_schema", None)
 
 
-class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
+class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperator):
     """Calls ``process_element(value, ctx, out)`` per record; keyed (state, timers) when
     ``key_column`` (a column or a list of them) or ``key_selector`` is given;
     ``timestamp_column`` gives ``ctx.timestamp()``."""
@@ -123,31 +123,32 @@ class ProcessOperator(_CollectingOperator, OneInputStreamOperator):
         if not batch.num_rows:
             self.emit_empty()
             return
-        rows = rows_of(batch)
-        stamps: list[int | None] = (
-            event_times(batch, self.timestamp_column) if self.timestamp_column else []
-        )
-        process, ctx, out = self.function.process_element, self._ctx, self._collector
-        if self.key_selector is None:
-            stamps = stamps or [None] * len(rows)
-            for row, stamp in zip(rows, stamps, strict=True):
-                ctx._timestamp = stamp
-                process(row, ctx, out)
-        else:
+        leading = []
+        if self.key_selector is not None:
             keys = self.key_selector.keys(batch)
-            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
-            if self.timestamp_column is None:  # the common case, one assignment less
-                ctx._timestamp = None
-                for row, key in zip(rows, keys, strict=True):
-                    set_key(key)
-                    ctx._key = key
-                    process(row, ctx, out)
-            else:
-                for row, key, stamp in zip(rows, keys, stamps, strict=True):
-                    set_key(key)
-                    ctx._key, ctx._timestamp = key, stamp
-                    process(row, ctx, out)
-        self._flush()
+            self.context.keyed_backend.check_keys(keys)  # type: ignore[union-attr]
+            leading.append(keys)
+        if self.timestamp_column is not None:
+            leading.append(event_times(batch, self.timestamp_column))
+        self.fused_rows().run_batch(batch, *leading)
+
+    def row_leading(self) -> tuple[str, ...]:
+        """What a fused run takes per record besides the row: the key, the timestamp."""
+        return ("key",) * (self.key_selector is not None) + ("stamp",) * (
+            self.timestamp_column is not None
+        )
+
+    def accepts_rows(self, output_takes_rows: bool) -> bool:
+        """Unkeyed, without a timestamp column, it takes rows from a per-record operator."""
+        return self.key_selector is None and self.timestamp_column is None
+
+    def emits_rows(self) -> bool:
+        """Without a declared schema (that would cast), collected rows may go on as they are."""
+        return self.output_schema is None
+
+    def row_stage(self) -> RowStage:
+        """This process as the last step of a fused run (unkeyed, no timestamp column)."""
+        return RowStage("process", self.function.process_element, self)
 
 
 class KeyedProcessOperator(ProcessOperator):

@@ -16,6 +16,7 @@ from flintlock.core.hooks.runner import HookRunner
 from flintlock.core.runtime.operator import OperatorContext, StreamOperator, TwoInputStreamOperator
 from flintlock.core.runtime.output import ChainingOutput, Output, RecordWriter, TaskOutput
 from flintlock.core.runtime.processing_time import ProcessingTimeService
+from flintlock.core.runtime.row_output import RowsOutput
 from flintlock.core.state.backend import StateBackend
 from flintlock.core.state.handler import initialize_operator_state, snapshot_operator_state
 from flintlock.core.task_info import TaskInfo
@@ -53,9 +54,7 @@ class OperatorChain:
         self.operators = list(operators)
         self.hooks = hooks
         self.task = task
-        self.outputs: list[Output] = [
-            ChainingOutput(nxt, hooks, task) for nxt in self.operators[1:]
-        ] + [TaskOutput(writer)]
+        self.outputs = self._wire_outputs(writer)
         for op, output in zip(self.operators, self.outputs, strict=True):
             output.bind_side_outputs(writer, op.name)
         self.processing_time = processing_time or ProcessingTimeService()
@@ -235,6 +234,21 @@ class OperatorChain:
         return "not in the chain"
 
     # ---- internals ----
+
+    def _wire_outputs(self, writer: RecordWriter) -> list[Output]:
+        """Each operator's output, tail to head: rows go on as they are (``RowsOutput``)
+        where the next operator takes them and no plugin wraps ``process_batch``."""
+        outputs: list[Output] = [TaskOutput(writer)]
+        fuse = not self.hooks.implemented("flintlock_operator_process_batch")
+        pairs = list(zip(self.operators[:-1], self.operators[1:], strict=True))
+        for source, target in reversed(pairs):
+            emits = getattr(source, "emits_rows", None)
+            accepts = getattr(target, "accepts_rows", None)
+            if fuse and emits and accepts and emits() and accepts(outputs[0].takes_rows):
+                outputs.insert(0, RowsOutput(target, self.hooks, self.task))
+            else:
+                outputs.insert(0, ChainingOutput(target, self.hooks, self.task))
+        return outputs
 
     def _call(self, op: StreamOperator, method: str, step: Callable[[], Any], **extra: Any) -> Any:
         try:

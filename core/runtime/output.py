@@ -21,6 +21,8 @@ class Output:
     """Emits an operator's results downstream; sealed once the operator finished."""
 
     owner = "?"
+    takes_rows = False
+    """True if the next operator takes rows (dicts) as they are: see ``row_output.RowsOutput``."""
     _writer: RecordWriter | None = None
     _operator = "?"
 

@@ -75,6 +75,23 @@ class RowBatchBuilder:
             return self._hold_or_release(self._with_schema(rows))
         return self._with_schema(rows)
 
+    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Check rows that go on as they are (to a next per-record function): dicts with
+        the columns of the first row seen; their values are not converted."""
+        names = self._names
+        if names is None:
+            if not isinstance(rows[0], dict):
+                self._raise_for_columns(rows[0])
+            names = self._names = frozenset(rows[0])
+        try:  # two C-level passes, as in build()
+            fits = set(map(len, rows)) == {len(names)} and set().union(*rows) == names
+        except TypeError:  # a row that is not a dict
+            fits = False
+        if not fits:
+            for row in rows:
+                if not isinstance(row, dict) or row.keys() != names:
+                    self._raise_for_columns(row)
+
     def empty(self) -> pa.RecordBatch | None:
         """An empty batch of the declared schema (so an empty input keeps it), else None."""
         return pa.RecordBatch.from_pylist([], schema=self.schema) if self.declared else None  # type: ignore[union-attr]

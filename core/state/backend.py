@@ -29,8 +29,12 @@ class KeyedStateBackend(ABC):
         self.key_groups = key_groups
         self.max_parallelism = max_parallelism
         self.current_key: Any = None
-        self.current_key_group = -1
         self._key_group_cache: dict[Any, int] = {}
+
+    @property
+    def current_key_group(self) -> int:
+        """The current key's key group (-1 before any key)."""
+        return -1 if self.current_key is None else self.key_group(self.current_key)
 
     def set_current_key(self, key: Any) -> None:
         """Scope state access to ``key``; it must belong to this subtask's key groups."""
@@ -46,7 +50,13 @@ class KeyedStateBackend(ABC):
                 self._key_group_cache.clear()
             self._key_group_cache[key] = key_group
         self.current_key = key
-        self.current_key_group = key_group
+
+    def check_keys(self, keys: list[Any]) -> None:
+        """Check once per batch that every key is this subtask's (as set_current_key does),
+        so that a per-record loop may set ``current_key`` itself; leaves the last new key
+        current."""
+        for key in set(keys).difference(self._key_group_cache):
+            self.set_current_key(key)
 
     def key_group(self, key: Any) -> int:
         """The key group of a key seen by this backend (cached)."""

@@ -30,6 +30,7 @@ from flintlock.core.state.handles import (
     ValueState,
 )
 from flintlock.core.state.type_check import type_check
+from flintlock.core.state.value_closures import update_closure, value_closure
 
 if TYPE_CHECKING:
     from flintlock.core.state.backend import KeyedStateBackend
@@ -77,6 +78,7 @@ class _ValueState(ValueState):
         self._default = descriptor.default
         self._arrow_type = descriptor.arrow_type
         self._check = type_check(descriptor.arrow_type, f"value state '{descriptor.name}'")
+        self.__dict__.update(value=value_closure(self), update=update_closure(self))
 
     def value(self) -> Any:
         return self._table.get(self._backend.current_key, self._default)
