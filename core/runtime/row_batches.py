@@ -59,17 +59,7 @@ class RowBatchBuilder:
             self.schema, self._names = batch.schema, frozenset(batch.schema.names)
             self._unresolved = _null_columns(batch.schema)
             return self._hold_or_release(batch) if self._unresolved else batch
-        names = self._names
-        # every row has exactly the schema's columns iff all have that many keys and no key
-        # falls outside them: two C-level passes instead of a comparison per row
-        try:
-            fits = set(map(len, rows)) == {len(names)} and set().union(*rows) == names
-        except TypeError:  # a row that is not a dict
-            fits = False
-        if not fits:
-            for row in rows:
-                if not isinstance(row, dict) or row.keys() != names:
-                    self._raise_for_columns(row)
+        self._check_columns(rows, self._names)
         if self._unresolved:
             self._resolve(rows)
             return self._hold_or_release(self._with_schema(rows))
@@ -83,7 +73,12 @@ class RowBatchBuilder:
             if not isinstance(rows[0], dict):
                 self._raise_for_columns(rows[0])
             names = self._names = frozenset(rows[0])
-        try:  # two C-level passes, as in build()
+        self._check_columns(rows, names)
+
+    def _check_columns(self, rows: list[dict[str, Any]], names: Any) -> None:
+        """Every row has exactly ``names`` as keys iff all have that many keys and no key
+        falls outside them: two C-level passes instead of a comparison per row."""
+        try:
             fits = set(map(len, rows)) == {len(names)} and set().union(*rows) == names
         except TypeError:  # a row that is not a dict
             fits = False

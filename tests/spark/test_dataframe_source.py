@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epoch_stages import stage_task_counts
 from pyspark.sql import functions as F
 
 from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor
 from flintlock.core.api.functions import MapFunction, Row
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
-from flintlock.core.spark.job_group import epoch_group
 from flintlock.sinks.collect import CollectSink
 
 
@@ -31,19 +31,6 @@ def rows_by_subtask(env: StreamExecutionEnvironment, frame: Any, **source: Any) 
     return dict(
         zip(table.column("v").to_pylist(), table.column("subtask").to_pylist(), strict=True)
     )
-
-
-def stage_task_counts(spark: Any, result: Any) -> list[int]:
-    """The number of tasks of each Spark stage a job's one epoch ran (checkpoint 1), in
-    stage order: its Spark jobs are the epoch's job group."""
-    group = epoch_group(result.job_name, 1, result.run_id)
-    tracker = spark.sparkContext.statusTracker()
-    stages = sorted(
-        stage
-        for job in tracker.getJobIdsForGroup(group)
-        for stage in tracker.getJobInfo(job).stageIds
-    )
-    return [tracker.getStageInfo(stage).numTasks for stage in stages]
 
 
 def test_each_partition_is_one_source_subtask(spark: Any, tmp_path: Path) -> None:

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 import state_functions
+from epoch_stages import stage_task_counts
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from state_functions import BatchRunningSum
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
-from flintlock.core.spark.job_group import epoch_group
 from flintlock.sinks.collect import CollectSink
 
 cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
@@ -47,18 +47,6 @@ def test_running_sums_from_small_spark_batches_are_exact(spark: Any, tmp_path: P
     assert dict(zip(k[last].tolist(), total[last].tolist(), strict=True)) == ends
 
 
-def source_tasks(spark: Any, result: Any) -> list[int]:
-    """The task count of each Spark stage of a job's one epoch (checkpoint 1)."""
-    group = epoch_group(result.job_name, 1, result.run_id)
-    tracker = spark.sparkContext.statusTracker()
-    stages = sorted(
-        stage
-        for job in tracker.getJobIdsForGroup(group)
-        for stage in tracker.getJobInfo(job).stageIds
-    )
-    return [tracker.getStageInfo(stage).numTasks for stage in stages]
-
-
 def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -81,14 +69,14 @@ def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
 
     first = run("first")
     assert selects == [("*",)]  # planned once, though the job asks for it twice
-    assert 4 in source_tasks(spark, first)  # spark.sql.shuffle.partitions: 4 subtasks
+    assert 4 in stage_task_counts(spark, first)  # spark.sql.shuffle.partitions: 4 subtasks
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
     try:
         second = run("second")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
     assert selects == [("*",), ("*",)]  # counted anew, once
-    tasks = source_tasks(spark, second)
+    tasks = stage_task_counts(spark, second)
     assert 3 in tasks and 4 not in tasks
     run("third")
     assert len(selects) == 3  # every job counts: a table's files may have changed since
