@@ -39,6 +39,7 @@ from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorM
 from flintlock.core.runtime.records import rows_of
 from flintlock.core.runtime.row_output import RowOutputMixin
 from flintlock.core.state import MapStateDescriptor
+from flintlock.core.state.value_closures import map_pop_closure
 from flintlock.operators.window_groups import BatchGroups, group_batch, window_shape
 
 
@@ -86,6 +87,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         keyed_state = self.context.keyed_state
         self._ends = keyed_state(MapStateDescriptor("window-ends", pa.int64(), pa.int64()))
         self._windows = keyed_state(MapStateDescriptor("window-contents", pa.int64()))
+        self._take_contents = map_pop_closure(self._windows)  # the handle has no TTL
 
     # ---- rows ----
 
@@ -136,7 +138,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
     def _add_groups(self, groups: BatchGroups, rows: list[Row], keys: list[Any]) -> None:
         """Add a batch's rows group by group: one state read and write and one timer
         registration per (key, window), none per row (none of the windows fires)."""
-        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+        backend = self.context.keyed_backend
         get, put, put_end = self._windows.get, self._windows.put, self._ends.put
         create, add = self.contents.create, self.contents.add
         direct = None  # an AggregateFunction's add, called without the wrapper's call
@@ -147,10 +149,12 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         bounds = groups.bounds
         ordered = [rows[index] for index in groups.rows]  # each group's rows, in row order
         members = groups.rows
+        group_keys = [keys[members[lo]] for lo in bounds[:-1]]
+        backend.check_keys(group_keys)  # type: ignore[union-attr]  # once per batch
         for group, start in enumerate(groups.starts):
             lo, hi = bounds[group], bounds[group + 1]
-            key = keys[members[lo]]
-            set_key(key)
+            key = group_keys[group]
+            backend.current_key = key  # type: ignore[union-attr]
             contents = get(start)
             if contents is None:
                 contents = create()
@@ -234,6 +238,12 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         self._key = key
         size = self._shape[0]  # type: ignore[index]
         start = timestamp + 1 - size
+        if not self.allowed_lateness:  # the window fires and goes at once
+            contents = self._take_contents(start)
+            self._ends.remove(start)
+            if contents is not None:
+                self._emit(TimeWindow(start, start + size), contents)
+            return
         contents = self._windows.get(start)
         if contents is not None:
             self._emit(TimeWindow(start, start + size), contents)

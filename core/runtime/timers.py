@@ -41,9 +41,10 @@ class _TimerQueue:
         self.sequence = itertools.count()
 
     def add(self, timestamp: int, key: Any) -> bool:
-        if (timestamp, key) in self.active:
+        entry, active = (timestamp, key), self.active
+        if entry in active:
             return False
-        self.active.add((timestamp, key))
+        active.add(entry)
         heapq.heappush(self.heap, (timestamp, next(self.sequence), key))
         return True
 
@@ -116,7 +117,7 @@ class InternalTimerService:
     def register_event_time_timer_for(self, key: Any, timestamp: int) -> None:
         """``register_event_time_timer`` for ``key`` (a set lookup if it exists), for an
         operator that registers once per window of a batch, not per row."""
-        self._event.add(_check_time(timestamp), key)
+        self._event.add(timestamp if type(timestamp) is int else _check_time(timestamp), key)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         """Forget the current key's event-time timer at ``timestamp``, if there is one."""
