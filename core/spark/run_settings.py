@@ -1,6 +1,7 @@
-"""The Spark settings a job run keeps for all its epochs: adaptive execution off, and the
-driver thread's job group, description, epoch property and task output folder, saved
-once when the run starts and put back when it ends.
+"""The Spark settings a job run keeps for all its epochs: adaptive execution off, Arrow
+batches of 65,536 rows (unless the user chose a size), and the driver thread's job
+group, description, epoch property and task output folder, saved once when the run
+starts and put back when it ends.
 
 Saving and restoring them around every epoch cost twelve py4j calls per epoch (about
 7 ms on this machine, bench/RESULTS.md "W4"); inside a run an epoch sets only what
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from flintlock.core.plan.execution import EPOCH_PROPERTY
 from flintlock.core.spark.job_group import DESCRIPTION, GROUP, INTERRUPT, EpochJob
-from flintlock.core.spark.sources import adaptive_execution_off
+from flintlock.core.spark.sources import adaptive_execution_off, larger_arrow_batches
 from flintlock.core.spark.task_output import OUTPUT_PROPERTY, TaskOutputRelay
 
 if TYPE_CHECKING:
@@ -63,14 +64,15 @@ class RunSettings:
 
 @contextlib.contextmanager
 def run_settings(spark: SparkSession) -> Iterator[RunSettings]:
-    """For one job run: AQE off and the thread's labels saved; both restored at the end."""
+    """For one job run: AQE off, larger Arrow batches and the thread's labels saved; all
+    restored at the end."""
     try:
         context: SparkContext | None = spark.sparkContext
     except Exception:  # Spark Connect: no SparkContext
         context = None
     saved = {} if context is None else {k: context.getLocalProperty(k) for k in SAVED_PROPERTIES}
     relay = None if context is None else TaskOutputRelay.for_run(context)
-    with adaptive_execution_off(spark):
+    with adaptive_execution_off(spark), larger_arrow_batches(spark):
         try:
             yield RunSettings(spark, context, relay)
         finally:

@@ -72,6 +72,33 @@ def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(AQE, previous)
 
 
+ARROW_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+SPARK_ARROW_BATCH_ROWS = "10000"
+"""Spark's default rows per Arrow batch to a Python task."""
+JOB_ARROW_BATCH_ROWS = "65536"
+"""Rows per Arrow batch in a flintlock job: what the exchange gathers before framing
+(``core/exchange/writer.py``); fewer, larger batches cut each source subtask's per-batch
+work in Spark and in Python (bench/RESULTS.md, "W2 per record on Spark")."""
+
+
+@contextlib.contextmanager
+def larger_arrow_batches(spark: SparkSession) -> Iterator[None]:
+    """Spark's Arrow batches at ``JOB_ARROW_BATCH_ROWS`` rows for the job, unless the user
+    chose a size of their own; the user's value is restored at the end."""
+    previous = spark.conf.get(ARROW_BATCH_ROWS, None)
+    if previous not in (None, SPARK_ARROW_BATCH_ROWS):
+        yield  # the user's own size (or a run's, already set) stands
+        return
+    spark.conf.set(ARROW_BATCH_ROWS, JOB_ARROW_BATCH_ROWS)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(ARROW_BATCH_ROWS)
+        else:
+            spark.conf.set(ARROW_BATCH_ROWS, previous)
+
+
 def partition_count(frame: DataFrame) -> int | None:
     """How many partitions a job's stage reads ``frame`` in, planned as the job plans it
     (AQE off), without running it; None where the client cannot say (Spark Connect).
