@@ -294,12 +294,16 @@ def _dataframe_schema(frame: DataFrame) -> pa.Schema | None:
     try:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        conf = frame.sparkSession.conf
-        large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower()
-        return to_arrow_schema(
-            frame.schema,
-            timezone=conf.get("spark.sql.session.timeZone"),
-            prefers_large_types=large == "true",
-        )
+        schema = frame.schema
+        text = schema.simpleString()  # the settings matter for these types only
+        timezone, large = None, False
+        if any(kind in text for kind in ("timestamp", "string", "binary", "char", "variant")):
+            conf = frame.sparkSession.conf
+            timezone = conf.get("spark.sql.session.timeZone")
+            large = (
+                str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower()
+                == "true"
+            )
+        return to_arrow_schema(schema, timezone=timezone, prefers_large_types=large)
     except Exception:
         return None

@@ -11,7 +11,7 @@ changes: its job group and description, and its part of the plan (two calls).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from flintlock.core.plan.execution import EPOCH_PROPERTY
@@ -70,7 +70,7 @@ def run_settings(spark: SparkSession) -> Iterator[RunSettings]:
         context: SparkContext | None = spark.sparkContext
     except Exception:  # Spark Connect: no SparkContext
         context = None
-    saved = {} if context is None else {k: context.getLocalProperty(k) for k in SAVED_PROPERTIES}
+    restore = _saved_properties(context) if context is not None else None
     relay = None if context is None else TaskOutputRelay.for_run(context)
     with adaptive_execution_off(spark), larger_arrow_batches(spark):
         try:
@@ -78,5 +78,23 @@ def run_settings(spark: SparkSession) -> Iterator[RunSettings]:
         finally:
             if relay is not None:
                 relay.close()
+            if restore is not None:
+                restore()
+
+
+def _saved_properties(context: SparkContext) -> Callable[[], None]:
+    """Save the thread's local properties; the returned call puts them back. A copy of
+    the thread's whole property set (3 py4j calls, then 1) where the JVM's SparkContext
+    offers it, else each of ``SAVED_PROPERTIES`` (10 calls)."""
+    try:
+        jvm_context = context._jsc.sc()
+        copy = jvm_context.getLocalProperties().clone()
+    except Exception:  # another SparkContext implementation: key by key
+        saved = {key: context.getLocalProperty(key) for key in SAVED_PROPERTIES}
+
+        def restore_each() -> None:
             for key, value in saved.items():
-                context.setLocalProperty(key, value)  # type: ignore[arg-type,union-attr]
+                context.setLocalProperty(key, value)  # type: ignore[arg-type]
+
+        return restore_each
+    return lambda: jvm_context.setLocalProperties(copy)

@@ -80,7 +80,10 @@ def _session_key(spark: SparkSession) -> tuple[str, str]:
         context = spark.sparkContext
     except Exception:  # Spark Connect has no SparkContext here
         return f"connect-{id(spark)}", "the Spark Connect server's worker Python"
-    return str(context.applicationId), str(context.pythonExec)
+    key = getattr(context, "_flintlock_probe_key", None)
+    if key is None:  # asked once per SparkContext (two py4j calls)
+        key = context._flintlock_probe_key = (str(context.applicationId), str(context.pythonExec))  # type: ignore[attr-defined]
+    return key
 
 
 def _refusal(worker: str, problem: str) -> str:

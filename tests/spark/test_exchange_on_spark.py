@@ -1,4 +1,5 @@
-"""The keyed exchange on Spark with Spark's small input batches (framed together), and a
+"""The keyed exchange on Spark with Spark's small input batches (framed together), the
+run's Arrow batch size (and a user's own kept), and a
 DataFrame source's partitions counted once per job, again after a setting changed."""
 
 from __future__ import annotations
@@ -80,3 +81,33 @@ def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
     assert 3 in tasks and 4 not in tasks
     run("third")
     assert len(selects) == 3  # every job counts: a table's files may have changed since
+
+
+def _batch_sizes(batch: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.record_batch({"rows": pa.array([batch.num_rows] * batch.num_rows, pa.int64())})
+
+
+def test_a_job_reads_spark_batches_of_the_exchange_size_unless_the_user_chose_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A run asks Spark for 65,536-row Arrow batches (what the exchange gathers) and puts
+    the setting back; a size the user set stays, for the job too."""
+    frame = spark.range(0, 150_000, 1, 1)
+
+    def sizes(name: str) -> list[int]:
+        env = StreamExecutionEnvironment(parallelism=1, spark=spark, checkpoint_dir=str(tmp_path))
+        table = env.from_dataframe(frame).map_batch(_batch_sizes).collect(name)
+        column = table.column("rows").to_pylist()
+        return sorted(set(column), reverse=True)
+
+    assert spark.conf.get(ARROW_BATCH) == "10000"  # Spark's default, unset
+    assert sizes("default") == [65_536, 150_000 - 2 * 65_536]
+    assert spark.conf.get(ARROW_BATCH) == "10000"
+    spark.conf.set(ARROW_BATCH, "40000")
+    try:
+        assert sizes("users") == [40_000, 150_000 - 3 * 40_000]
+        assert spark.conf.get(ARROW_BATCH) == "40000"
+    finally:
+        spark.conf.unset(ARROW_BATCH)
