@@ -30,6 +30,7 @@ from flintlock.plugin_api import (
     TwoPhaseCommitSink,
     hookimpl,
 )
+from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 from flintlock.sinks.iceberg_commit import IcebergCommitter
 
@@ -39,7 +40,9 @@ class _Transaction:
     folder: str
     stem: str
     files: list[dict[str, Any]] = field(default_factory=list)
-    writers: dict[Any, tuple[pq.ParquetWriter, Any, dict[str, Any]]] = field(default_factory=dict)
+    writers: dict[Any, tuple[pq.ParquetWriter, Any, dict[str, Any], list[Any]]] = field(
+        default_factory=dict
+    )
 
 
 class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
@@ -117,9 +120,11 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
                 path = f"{transaction.folder}/{transaction.stem}-{len(transaction.files)}.parquet"
                 stream = self.file_io().new_output(path).create(overwrite=True)
                 file: dict[str, Any] = {"path": path, "rows": 0}
-                transaction.writers[key] = (pq.ParquetWriter(stream, batch.schema), stream, file)
+                footer: list[pq.FileMetaData] = []  # the writer's footer, once closed
+                writer = pq.ParquetWriter(stream, batch.schema, metadata_collector=footer)
+                transaction.writers[key] = (writer, stream, file, footer)
                 transaction.files.append(file)
-            writer, _, file = transaction.writers[key]
+            writer, _, file, _ = transaction.writers[key]
             writer.write_batch(rows)
             file["rows"] += rows.num_rows
 
@@ -144,9 +149,13 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
     def _close(self, transaction: _Transaction) -> None:
         """Close every open data file and record its size for the committer."""
         io = self.file_io() if transaction.writers else None
-        for writer, stream, _ in transaction.writers.values():
+        for writer, stream, file, footer in transaction.writers.values():
             writer.close()
             stream.close()
+            if footer:  # the committer builds the DataFile from these, not from the file
+                stats = iceberg_stats.file_statistics(footer[0], self.table_model())
+                if stats is not None:
+                    file["stats"] = stats
         transaction.writers.clear()
         for file in transaction.files:
             if "bytes" not in file and io is not None:
@@ -174,6 +183,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
                 "schema": schema,
                 "file_schema": tables.file_schema(schema),
                 "spec": spec_module.PartitionSpec.model_validate_json(self.resolved["spec"]),
+                "properties": self.resolved.get("properties", {}),
             }
             self._table_model = model
         return model
@@ -192,6 +202,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
             "location": table.location().rstrip("/"),
             "schema": table.schema().model_dump_json(),
             "spec": table.spec().model_dump_json(),
+            "properties": dict(table.properties),
             "io": dict(table.io.properties),
         }
         self._table_model = None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.plugin_api import CommitContext, CommitError, FlintlockError, SinkOutputError
+from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 
 COMMIT_ATTEMPTS = 5
@@ -166,9 +167,9 @@ class IcebergCommitter:
             if overwrite and _holds_files(table):
                 transaction.delete(expressions.AlwaysTrue(), snapshot_properties=summary)
             if committables:
-                paths = [file["path"] for file in committables]
-                # the commit record, not a scan of every manifest, keeps files unique
-                transaction.add_files(paths, summary, check_duplicate_files=False)
+                # the commit record, not a scan of every manifest, keeps files unique; the
+                # writers' statistics spare reading each file's footer again
+                iceberg_stats.append_files(transaction, table, committables, summary)
             try:
                 transaction.commit_transaction()
                 self._kept_table = table

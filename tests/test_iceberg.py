@@ -303,3 +303,70 @@ def test_partitioning_flintlock_cannot_compute_is_refused_before_writing(
             sink.prepare_output(Driver(tmp_path).context(1))
     else:  # with pyiceberg-core the transform is computed: the sink writes day partitions
         sink.prepare_output(Driver(tmp_path).context(1))
+
+
+FILE_FIELDS = (
+    "partition",
+    "record_count",
+    "file_size_in_bytes",
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "split_offsets",
+)
+
+
+def _files_by_name(table: Any) -> dict[str, dict[str, Any]]:
+    files = table.inspect.files().to_pylist()
+    return {f["file_path"].rsplit("/", 1)[1]: {k: f[k] for k in FILE_FIELDS} for f in files}
+
+
+@pytest.mark.parametrize("partition_by", [[], ["k"]])
+def test_data_files_carry_the_statistics_pyiceberg_reads_from_their_footers(
+    tmp_path: Path, warehouse: Path, partition_by: list[str]
+) -> None:
+    """The committer builds each DataFile from the statistics its writer computed (no
+    footer read per commit); the table records what pyiceberg's add_files records for a
+    copy of the same files, read from their footers."""
+    driver = Driver(tmp_path)
+    sink = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA, partition_by=partition_by)
+    sink.prepare_output(driver.context(1))
+    committables = driver.write(sink, 1, [rows(0, 50), rows(50, 25)])
+    assert all("stats" in f for f in committables)
+    sink.commit(driver.context(1), committables)
+    catalog = load_catalog(catalog_spec(None, str(warehouse), "t"), "t")
+    ours = catalog.load_table("db.t")
+    reference = catalog.create_table("db.reference", ours.schema(), partition_spec=ours.spec())
+    copies = []
+    for file in committables:
+        source = Path(file["path"].removeprefix("file://"))
+        copy = Path(reference.location().removeprefix("file://")) / "data" / source.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(source.read_bytes())
+        copies.append(f"file://{copy}")
+    reference.add_files(copies)
+    assert _files_by_name(ours) == _files_by_name(catalog.load_table("db.reference"))
+    assert len(_files_by_name(ours)) == (3 if partition_by else 1)
+    assert [r["id"] for r in table_rows(warehouse)] == list(range(75))
+
+
+def test_a_file_without_statistics_or_of_an_older_spec_is_read_from_its_footer(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    driver = Driver(tmp_path)
+    sink = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA)
+    sink.prepare_output(driver.context(1))
+    first = driver.write(sink, 1, [rows(0, 10)])
+    del first[0]["stats"]  # e.g. a partition value JSON cannot carry
+    sink.commit(driver.context(1), first)
+    second = driver.write(sink, 2, [rows(10, 10)])
+    second[0]["stats"]["spec_id"] += 1  # written for a spec the table no longer has
+    second[0]["stats"]["record_count"] = 999  # would be recorded if trusted
+    sink.commit(driver.context(2), second)
+    catalog = load_catalog(catalog_spec(None, str(warehouse), "t"), "t")
+    files = catalog.load_table("db.t").inspect.files().to_pylist()
+    assert sorted(f["record_count"] for f in files) == [10, 10]
+    assert [r["id"] for r in table_rows(warehouse)] == list(range(20))
