@@ -674,11 +674,19 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     seconds = time.perf_counter() - started
     problems = []
     fired = set(os.listdir(tmp_path / "markers"))
-    missing = [fault.id for fault in plan.faults() if fault.id not in fired]
-    if missing:
-        problems.append(f"planned faults that never fired: {missing}")
     requests = [r for chain in chains for rs in chain.requests.values() for r in rs]
     unsent = [r.plan["id"] for r in requests if r.state == "planned"]  # the job ended first
+    # a savepoint-commit kill cannot fire if its job ended before its request was sent
+    excused = {r.plan["job"] for r in requests if r.state == "planned" and r.plan["kill"]}
+    job_of = {f["id"]: job["name"] for job in plan.jobs for f in job["faults"]}
+    missing = [
+        fault.id
+        for fault in plan.faults()
+        if fault.id not in fired
+        and not (fault.kind in REQUEST_KILLS and job_of[fault.id] in excused)
+    ]
+    if missing:
+        problems.append(f"planned faults that never fired: {missing}")
     for request in requests:
         if request.state not in ("answered", "planned"):
             sent = request.plan
@@ -722,7 +730,8 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     summary = (
         f"chaos-unbounded seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
         f"{actions['stop']} stops and {actions['savepoint']} savepoints answered "
-        f"({len(unsent)} not sent: their job ended first), "
+        f"({len(unsent)} not sent: their job ended first; {len(excused)} of them carried a "
+        f"kill that could not fire), "
         f"{CHAINS} drivers on one job, {check.duplicates} duplicates, {check.losses} losses, "
         f"{check.rows_checked:,} rows checked in {seconds:.0f} s"
     )
