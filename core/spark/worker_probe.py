@@ -80,10 +80,10 @@ def _session_key(spark: SparkSession) -> tuple[str, str]:
         context = spark.sparkContext
     except Exception:  # Spark Connect has no SparkContext here
         return f"connect-{id(spark)}", "the Spark Connect server's worker Python"
-    key = getattr(context, "_flintlock_probe_key", None)
-    if key is None:  # asked once per SparkContext (two py4j calls)
-        key = context._flintlock_probe_key = (str(context.applicationId), str(context.pythonExec))  # type: ignore[attr-defined]
-    return key
+    application = getattr(context, "_flintlock_application_id", None)
+    if application is None:  # asked once per SparkContext (two py4j calls)
+        application = context._flintlock_application_id = str(context.applicationId)  # type: ignore[attr-defined]
+    return application, str(context.pythonExec)  # a Python attribute, set by the user
 
 
 def _refusal(worker: str, problem: str) -> str:

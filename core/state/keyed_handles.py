@@ -30,13 +30,7 @@ from flintlock.core.state.handles import (
     ValueState,
 )
 from flintlock.core.state.type_check import type_check
-from flintlock.core.state.value_closures import (
-    map_get_closure,
-    map_put_closure,
-    map_remove_closure,
-    update_closure,
-    value_closure,
-)
+from flintlock.core.state.value_closures import map_closures, update_closure, value_closure
 
 if TYPE_CHECKING:
     from flintlock.core.state.backend import KeyedStateBackend
@@ -288,19 +282,13 @@ class _MapState(MapState):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
         self._backend, self._table = backend, table
         what = f"map state '{descriptor.name}'"
-        self._key_type = getattr(descriptor, "key_type", None)
-        self._value_type = descriptor.arrow_type
-        self._check_key = type_check(self._key_type, f"the keys of {what}")
-        self._check_value = type_check(self._value_type, f"the values of {what}")
+        self._check_key = type_check(getattr(descriptor, "key_type", None), f"the keys of {what}")
+        self._check_value = type_check(descriptor.arrow_type, f"the values of {what}")
         config = descriptor.ttl_config
         self._ttl = config.ttl_ms if config is not None else None
         self._refresh = config is not None and config.refresh_on_read
         if self._ttl is None:  # the per-record hot path (windows' contents) as closures
-            self.__dict__.update(
-                get=map_get_closure(self),
-                put=map_put_closure(self),
-                remove=map_remove_closure(self),
-            )
+            self.__dict__.update(map_closures(self, descriptor))
 
     def _live(self) -> dict[Any, Any]:
         """The current key's stored map, expired entries removed (and written back)."""

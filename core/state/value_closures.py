@@ -65,13 +65,13 @@ def map_get_closure(state: Any) -> Callable[[Any], Any]:
     return get
 
 
-def map_put_closure(state: Any) -> Callable[[Any, Any], None]:
+def map_put_closure(state: Any, descriptor: Any) -> Callable[[Any, Any], None]:
     """``MapState.put`` without TTL; a plain int key or value of an integer type is
     checked inline. The stored dict is written back (a table may hand out copies)."""
     table, backend = state._table, state._backend
     check_key, check_value = state._check_key, state._check_value
-    key_low, key_high = _int_bounds(check_key, state._key_type)
-    low, high = _int_bounds(check_value, state._value_type)
+    key_low, key_high = _int_bounds(check_key, getattr(descriptor, "key_type", None))
+    low, high = _int_bounds(check_value, descriptor.arrow_type)
     table_get = table.get
 
     def put(key: Any, value: Any) -> None:
@@ -131,3 +131,12 @@ def map_pop_closure(state: Any) -> Callable[[Any], Any]:
         return value
 
     return pop
+
+
+def map_closures(state: Any, descriptor: Any) -> dict[str, Callable[..., Any]]:
+    """``get``, ``put`` and ``remove`` of map state without TTL, as closures."""
+    return {
+        "get": map_get_closure(state),
+        "put": map_put_closure(state, descriptor),
+        "remove": map_remove_closure(state),
+    }
