@@ -140,6 +140,7 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
                 "so its input cannot be pre-aggregated"
             )
         self._parts: list[pa.Table] = []
+        self._unmerged = False
         self._stored_keys: list[Any] = []
         self.late_records_dropped = 0
 
@@ -196,9 +197,8 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
             table = table.filter(pa.array(live))
             if not table.num_rows:
                 return
-        self._parts.append(
-            merge_partials(table.drop_columns([LATEST]), self.key_names, self._partials)
-        )
+        self._parts.append(table.drop_columns([LATEST]))
+        self._unmerged = True  # partials of many upstream batches: merged at the watermark
 
     def _count_late(self, rows: int) -> None:
         self.late_records_dropped += rows
@@ -208,11 +208,11 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         """Every open window once: the partials of all batches so far, merged."""
         if not self._parts:
             return None
-        if len(self._parts) == 1:
+        if len(self._parts) == 1 and not self._unmerged:
             return self._parts[0]
         table = pa.concat_tables(self._parts, promote_options="permissive")
         merged = merge_partials(table, self.key_names, self._partials)
-        self._parts = [merged]
+        self._parts, self._unmerged = [merged], False
         return merged
 
     # ---- time ----
