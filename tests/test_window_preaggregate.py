@@ -5,6 +5,7 @@ and tumbling windows, composite keys, and checkpoints restored across the two pl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from flintlock import (
     WatermarkStrategy,
 )
 from flintlock.core.api.keys import ColumnKey, ColumnsKey, KeySelector
+from flintlock.core.plan.graph import build_job_graph
 from flintlock.operators.window_batch import BatchWindowAggregateOperator
 from flintlock.operators.window_preaggregate import WindowPreAggregateOperator
 from flintlock.testing import OneInputHarness
@@ -215,3 +217,20 @@ def test_the_switch_and_the_late_side_output_decide_the_plan() -> None:
     assert operators(True, False)[1:] == ["window_aggregate-preaggregate", "window_aggregate"]
     assert operators(False, False)[1:] == ["window_aggregate"]
     assert operators(True, True)[1:] == ["window_aggregate"]
+
+
+def test_the_pre_aggregation_chains_to_its_input_at_the_input_s_parallelism() -> None:
+    """A DataFrame source's subtasks are its partitions, counted when the job starts: the
+    pre-aggregation takes that count too, so it stays in the source's task."""
+    env = StreamExecutionEnvironment(parallelism=2)
+    table = pa.table({"k": [1, 2], "ts": [5, 15], "v": [1, 2]})
+    stream = env.from_arrow(table, watermark_strategy=WatermarkStrategy("ts", 0))
+    windows = stream.key_by("k").window(TumblingEventTimeWindows.of(10))
+    windows.aggregate_columns({"n": ("v", "count")})
+    started = [dataclasses.replace(env.transformations[0], parallelism=5)]
+    graph = build_job_graph(started + env.transformations[1:])
+    chains = sorted((v.name, v.parallelism) for v in graph.vertices.values())
+    assert chains == [
+        ("source:collection -> window_aggregate-preaggregate", 5),
+        ("window_aggregate", 2),
+    ]

@@ -212,5 +212,6 @@ def pre_aggregated(
             lambda n: factory(assigner, aggregates, key, column, name=n),
         )
         pre.transformation.parallelism = upstream.parallelism
+        pre.transformation.follows_input = True
         feed.append((pre.transformation, partitioner, None))
     return DataStream(stream.env, feed, key_selector=key, timestamp_column=column)

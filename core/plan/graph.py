@@ -56,6 +56,9 @@ class Transformation:
     name when None. A restore matches operators by it."""
     task_type: str | None = None
     """A registered task type chosen with ``set_task_type``; it heads its own vertex."""
+    follows_input: bool = False
+    """Runs at its one input's parallelism, whatever that is when the job starts (a
+    DataFrame source's partition count), so it chains to it (a window pre-aggregation)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Ship to workers without the DataFrame (it lives on the driver)."""
@@ -168,6 +171,9 @@ class JobGraph:
 def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     """Chain transformations into vertices and layer them."""
     by_id = {t.id: t for t in transformations}
+    for t in sorted(transformations, key=lambda t: t.id):
+        if t.follows_input:
+            t.parallelism = by_id[t.inputs[0].source_id].parallelism
     for t in transformations:
         for edge in t.inputs:
             if edge.partitioner is None:
