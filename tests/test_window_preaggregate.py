@@ -38,7 +38,8 @@ Event = tuple[int, str, Any]  # (channel, "rows" | "watermark", table or timesta
 
 def channel_events(channel: int, n: int, lag: int, seed: int) -> list[Event]:
     """Out-of-order rows in 50-row batches, each followed by the channel's watermark
-    (its max timestamp minus ``lag``); every 23rd row is ~1.5 s older than its peers."""
+    (its max timestamp minus ``lag``); every 23rd row is ~1.5 s older than its peers;
+    every 11th has no ``w`` (a float: quarters, so that their sums are exact)."""
     i = np.arange(n, dtype=np.int64)
     ts = i * 4 - ((i * 7919 + seed) % 300) + channel * 37
     ts[i % 23 == 5] -= 1500
@@ -48,7 +49,7 @@ def channel_events(channel: int, n: int, lag: int, seed: int) -> list[Event]:
             "g": ((i // 3) % 2).astype(np.int64),
             "ts": ts,
             "v": (i * 31 + seed) % 97,
-            "w": ((i * 17) % 41) * 0.25,  # quarters: float sums are exact
+            "w": pa.array(((i * 17) % 41) * 0.25, mask=i % 11 == 4),  # quarters, some null
         }
     )
     events: list[Event] = []

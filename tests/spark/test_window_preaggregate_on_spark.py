@@ -1,6 +1,6 @@
 """Two-phase aggregate_columns on Spark: a job of several epochs, stopped after one and
-resumed from its checkpoint, gives the one-phase plan's windows and late count, both
-equal to pyarrow computing the windows of the on-time rows directly."""
+resumed from its checkpoint in the other plan, gives the one-phase plan's windows and
+late count, both equal to pyarrow computing the windows of the on-time rows directly."""
 
 from __future__ import annotations
 
@@ -95,19 +95,24 @@ def late_count(result: Any) -> int:
 
 
 def test_two_phase_equals_one_phase_and_pyarrow(spark: Any, tmp_path: Path) -> None:
+    """Two runs of the job, each stopped after its first epoch and resumed from that
+    checkpoint in the other plan: epoch by epoch the plans' outputs are equal, and the
+    whole equals pyarrow's windows of the on-time rows (and the late count)."""
     expected, late = reference()
-    outputs = {}
-    for pre in (False, True):
-        base = tmp_path / f"pre-{pre}"
-        first = run(spark, base, pre, EpochTrigger.once())  # one epoch, then stop
-        rest = run(spark, base, pre, EpochTrigger.available_now())  # resumed: to the end
+    runs = {}
+    for first_pre in (False, True):
+        base = tmp_path / f"first-pre-{first_pre}"
+        first = run(spark, base, first_pre, EpochTrigger.once())  # one epoch, then stop
+        rest = run(spark, base, not first_pre, EpochTrigger.available_now())  # to the end
         assert (first.epochs, rest.epochs) == (1, 2)
-        vertices = sorted(rest.metrics["epochs"][0]["vertices"])
-        chained = "window_aggregate-preaggregate" if pre else "timestamps_watermarks"
-        assert any(v.endswith(f"-> {chained}") for v in vertices), vertices  # then the exchange
+        for result, pre in ((first, first_pre), (rest, not first_pre)):
+            vertices = result.metrics["epochs"][0]["vertices"]
+            chained = "window_aggregate-preaggregate" if pre else "timestamps_watermarks"
+            assert any(v.endswith(f"-> {chained}") for v in vertices), vertices
         assert late_count(first) + late_count(rest) == late
-        outputs[pre] = pa.concat_tables([first.collected["out"], rest.collected["out"]])
-    assert outputs[True].equals(outputs[False])
-    got = outputs[True].drop_columns(["window_end"])
+        runs[first_pre] = (first.collected["out"], rest.collected["out"])
+    for one, two in zip(runs[False], runs[True], strict=True):
+        assert one.num_rows and one.equals(two)
+    got = pa.concat_tables(runs[True]).drop_columns(["window_end"])
     order = [("k", "ascending"), ("g", "ascending"), ("window_start", "ascending")]
     assert got.sort_by(order).equals(expected.select(got.column_names).sort_by(order))
