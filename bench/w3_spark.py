@@ -18,11 +18,12 @@ TWO = "flintlock aggregate_columns two-phase"
 OUT_OF_ORDERNESS = 500
 
 
-def w3b_frame(spark: Any, rows: int, keys: int) -> Any:
-    """W3b's rows (about ten per key and window, up to 499 ms out of order), 2 partitions,
-    cached so neither side pays for generating them."""
+def w3b_frame(spark: Any, rows: int, keys: int, rows_per_ms: int = 10) -> Any:
+    """W3b's rows (about ten per key and window, up to 499 ms out of order; W3's with
+    ``rows_per_ms=1``: about one), 2 partitions, cached so neither side pays for
+    generating them."""
     frame = spark.range(rows, numPartitions=2).selectExpr(
-        f"id % {keys} AS k", "id DIV 10 - ((id * 7919) % 500) AS ts"
+        f"id % {keys} AS k", f"id DIV {rows_per_ms} - ((id * 7919) % 500) AS ts"
     )
     frame = frame.cache()
     frame.count()
@@ -58,10 +59,10 @@ def counts(table: pa.Table) -> dict[tuple[int, int], int]:
     return {(k, s): n for k, s, n in zip(*columns, strict=True)}
 
 
-def spark_w3b(rows: int, keys: int, runs: int) -> None:
+def spark_w3b(rows: int, keys: int, runs: int, label: str = "W3b") -> None:
     spark = local_session(driver_memory="4g")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    frame = w3b_frame(spark, rows, keys)
+    frame = w3b_frame(spark, rows, keys, 10 if label == "W3b" else 1)
     with tempfile.TemporaryDirectory() as scratch:
         for pre in (False, True):  # warm all: workers, JIT, caches
             flintlock_counts(spark, frame, scratch, pre)
@@ -76,7 +77,7 @@ def spark_w3b(rows: int, keys: int, runs: int) -> None:
         )
     base_seconds, base = figures["Spark SQL groupBy(window) (baseline)"]
     reference = counts(base)
-    print(f"W3b on Spark local[2]: {rows:,} rows, {keys:,} keys, {len(reference):,} windows")
+    print(f"{label} on Spark local[2]: {rows:,} rows, {keys:,} keys, {len(reference):,} windows")
     print(f"  {'variant':<40}{'seconds':>9}{'M rows/s':>10}{'time vs SQL':>13}  result")
     for name, (seconds, output) in figures.items():
         got = counts(output)

@@ -154,8 +154,8 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        if self.pre_aggregated:
-            self._process_partials(batch)
+        if self.pre_aggregated and batch.schema.get_field_index(LATEST) >= 0:
+            self._process_partials(batch)  # else rows the pre-aggregation passed on
             return
         rows, starts = window_pairs(
             batch,

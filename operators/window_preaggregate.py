@@ -8,6 +8,10 @@ partial late or on time by its window start at the same point of the stream as i
 judge the rows, and counts late rows from the partial's LATEST column, so results and
 ``late_records_dropped`` equal the one-phase plan's. Nothing is held between batches,
 so there is nothing to flush before a barrier and no state to snapshot.
+
+Adaptive: where a batch's partials are nearly as many as its rows (about one row per
+key and window), the next ``PROBE_EVERY`` batches go on as rows (only the columns the
+window reads), which the window takes as in the one-phase plan; then it tries again.
 """
 
 from __future__ import annotations
@@ -29,9 +33,15 @@ from flintlock.operators.window_batch import (
     window_pairs,
 )
 
+PROBE_EVERY = 16
+"""Batches passed on as rows after one whose partials did not pay."""
+POOR_REDUCTION = 0.5
+"""Partials per (row, window) pair above which pre-aggregating a batch does not pay."""
+
 
 class WindowPreAggregateOperator(OneInputStreamOperator):
-    """Rows in, partial aggregates per (key columns, window start) out, batch by batch."""
+    """Rows in, partial aggregates per (key columns, window start) out, batch by batch
+    (or the rows' needed columns, where partials would not be fewer)."""
 
     def __init__(
         self,
@@ -40,17 +50,26 @@ class WindowPreAggregateOperator(OneInputStreamOperator):
         key_selector: KeySelector,
         timestamp_column: str,
         name: str | None = None,
+        poor_reduction: float = POOR_REDUCTION,
     ) -> None:
         super().__init__(name or "window_preaggregate")
+        self.poor_reduction = poor_reduction
+        self._rows_for = 0  # batches still to pass on as rows
         self.size, self.slide, self.offset = _shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
         self.key_names = list(key_selector.columns)
         self.timestamp_column = timestamp_column
         self._partials = partial_specs(dict(aggregates))
+        needed = [*self.key_names, timestamp_column, *(c for c, _ in self._partials)]
+        self._needed = list(dict.fromkeys(needed))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
+            return
+        if self._rows_for:
+            self._rows_for -= 1
+            self.output.emit(batch.select(self._needed))
             return
         rows, starts = window_pairs(
             batch,
@@ -79,6 +98,8 @@ class WindowPreAggregateOperator(OneInputStreamOperator):
         names = [*self.key_names, START, *(f"{c}_{p}" for c, p in self._partials)]
         arrays = [grouped.column(name) for name in names] + [grouped.column(f"{LATEST}_sum")]
         table = pa.table(arrays, names=[*names, LATEST]).combine_chunks()
+        if table.num_rows > self.poor_reduction * len(rows):
+            self._rows_for = PROBE_EVERY
         self.output.emit(table.to_batches()[0])
 
 

@@ -98,13 +98,19 @@ class Plan:
     """One plan's downstream window subtask, fed through a pre-aggregation per channel
     (two-phase) or with the rows themselves (one-phase)."""
 
-    def __init__(self, assigner: Any, key: KeySelector, pre: bool) -> None:
+    def __init__(
+        self, assigner: Any, key: KeySelector, pre: bool, poor_reduction: float = 2.0
+    ) -> None:
         self.assigner, self.key, self.pre = assigner, key, pre
         self.window = downstream(assigner, key, pre)
         self.output: list[pa.Table] = []
         self.late = 0
         self.locals = [
-            OneInputHarness(WindowPreAggregateOperator(assigner, AGGREGATES, key, "ts"))
+            OneInputHarness(
+                WindowPreAggregateOperator(
+                    assigner, AGGREGATES, key, "ts", poor_reduction=poor_reduction
+                )
+            )
             for _ in range(2)
         ]
 
@@ -140,16 +146,23 @@ class Plan:
 
 ASSIGNERS = [TumblingEventTimeWindows.of(100), SlidingEventTimeWindows.of(120, 40)]
 KEYS = [ColumnKey("k"), ColumnsKey(["k", "g"])]
+MODES = {"partials": 2.0, "adaptive": 0.0}
+"""The pre-aggregation's ``poor_reduction``: 2.0 always sends partials; 0.0 sends rows
+for PROBE_EVERY batches after each batch of partials (both kinds on one channel)."""
 
 
 @pytest.mark.parametrize("assigner", ASSIGNERS, ids=["tumbling", "sliding"])
 @pytest.mark.parametrize("key", KEYS, ids=["one-column", "composite"])
 @pytest.mark.parametrize("gather", [False, True], ids=["batches", "gathered"])
-def test_two_phase_equals_one_phase(assigner: Any, key: KeySelector, gather: bool) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_two_phase_equals_one_phase(
+    assigner: Any, key: KeySelector, gather: bool, mode: str
+) -> None:
     events = interleaved()
     if gather:
         events = gathered(events)
-    one, two = Plan(assigner, key, pre=False), Plan(assigner, key, pre=True)
+    one = Plan(assigner, key, pre=False)
+    two = Plan(assigner, key, pre=True, poor_reduction=MODES[mode])
     for plan in (one, two):
         plan.feed(events)
     expected, got = one.finish(), two.finish()
@@ -180,7 +193,7 @@ def test_rows_late_by_their_own_channel_are_judged_downstream() -> None:
 def run_with_checkpoints(assigner: Any, events: list[Event], plans: list[bool]) -> Plan:
     """Feed ``events`` in len(plans) epochs, epoch i in plan ``plans[i]``, each restored
     from the checkpoint that ended the one before."""
-    plan = Plan(assigner, ColumnsKey(["k", "g"]), pre=plans[0])
+    plan = Plan(assigner, ColumnsKey(["k", "g"]), pre=plans[0], poor_reduction=0.0)
     cut = len(events) // len(plans) + 1
     for epoch, pre in enumerate(plans):
         if epoch:
