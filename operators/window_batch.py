@@ -3,9 +3,11 @@ aggregates (count, sum, min, max, mean), with Arrow group-bys per batch and no P
 per row (``keyed.window(...).aggregate_columns({...})``).
 
 Open windows are one Arrow table of partial aggregates per (key, window start), merged
-by a second group-by; the watermark fires every window it passed in one filter. At a
-checkpoint the table goes into keyed ValueState (one list of windows per key), so it is
-restored and rescaled by key group like any keyed state.
+by a second group-by; the watermark fires every window it passed in one filter, emitted
+in order of (window start, key). At a checkpoint the table goes into keyed ValueState
+(one list of windows per key), so it is restored and rescaled by key group like any
+keyed state. With ``pre_aggregated`` its input is what window_preaggregate.py sends:
+partials of upstream batches (or rows, where those would not be fewer).
 """
 
 from __future__ import annotations

@@ -124,8 +124,9 @@ class WindowedStream:
         Emits the key columns, ``window_start``, ``window_end`` and one column per entry
         when the watermark passes the window's end, ordered by window start, then key.
         ``pre_aggregate`` (two-phase, as Flink SQL): each upstream batch becomes partial
-        aggregates per (key, window) before the keyed exchange, with results equal to the
-        one-phase plan's; it is off with a late-data side output (that needs the rows)."""
+        aggregates per (key, window) before the keyed exchange (rows where that would not
+        make them fewer), with results equal to the one-phase plan's; it is off with a
+        late-data side output, which needs the late rows themselves."""
         stream = self.stream
         where = f"aggregate_columns({name or ''}) after {stream._follows()}"
         if self._trigger is not None or self._allowed_lateness:
