@@ -248,3 +248,20 @@ def test_the_pre_aggregation_chains_to_its_input_at_the_input_s_parallelism() ->
         ("source:collection -> window_aggregate-preaggregate", 5),
         ("window_aggregate", 2),
     ]
+
+
+def test_a_pre_aggregation_that_cannot_chain_is_left_out() -> None:
+    """Where the operator before key_by feeds another operator too, the pre-aggregation
+    could not chain (it would cost an exchange of its own): the window reads the rows."""
+    env = StreamExecutionEnvironment(parallelism=2)
+    table = pa.table({"k": [1, 2], "ts": [5, 15], "v": [1, 2]})
+    stream = env.from_arrow(table, watermark_strategy=WatermarkStrategy("ts", 0))
+    windows = stream.key_by("k").window(TumblingEventTimeWindows.of(10))
+    windows.aggregate_columns({"n": ("v", "count")})
+    stream.map_batch(lambda batch: batch, name="also")
+    graph = build_job_graph(env.transformations)
+    chains = sorted(v.name for v in graph.vertices.values())
+    assert chains == ["also", "source:collection", "window_aggregate"]
+    (window,) = [v for v in graph.vertices.values() if v.name == "window_aggregate"]
+    (source,) = [v for v in graph.vertices.values() if v.name == "source:collection"]
+    assert [(upstream, p.kind) for upstream, _, p in window.inputs] == [(source.id, "hash")]
