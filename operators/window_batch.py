@@ -95,7 +95,7 @@ def merge_partials(
     return pa.table(columns)
 
 
-def _shape(assigner: Any) -> tuple[int, int, int]:
+def aggregate_shape(assigner: Any) -> tuple[int, int, int]:
     """(size, slide, offset) of a tumbling or sliding assigner."""
     if isinstance(assigner, TumblingEventTimeWindows):
         return assigner.size, assigner.size, assigner.offset
@@ -126,7 +126,7 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
     ) -> None:
         super().__init__(name or "window_aggregate")
         self.late_tag = late_tag
-        self.size, self.slide, self.offset = _shape(assigner)
+        self.size, self.slide, self.offset = aggregate_shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
         self.key_selector = key_selector

@@ -28,7 +28,7 @@ from flintlock.core.runtime.operator import OneInputStreamOperator
 from flintlock.operators.window_batch import (
     LATEST,
     START,
-    _shape,
+    aggregate_shape,
     partial_specs,
     window_pairs,
 )
@@ -55,7 +55,7 @@ class WindowPreAggregateOperator(OneInputStreamOperator):
         super().__init__(name or "window_preaggregate")
         self.poor_reduction = poor_reduction
         self._rows_for = 0  # batches still to pass on as rows
-        self.size, self.slide, self.offset = _shape(assigner)
+        self.size, self.slide, self.offset = aggregate_shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
         self.key_names = list(key_selector.columns)
