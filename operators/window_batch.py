@@ -3,9 +3,11 @@ aggregates (count, sum, min, max, mean), with Arrow group-bys per batch and no P
 per row (``keyed.window(...).aggregate_columns({...})``).
 
 Open windows are one Arrow table of partial aggregates per (key, window start), merged
-by a second group-by; the watermark fires every window it passed in one filter. At a
-checkpoint the table goes into keyed ValueState (one list of windows per key), so it is
-restored and rescaled by key group like any keyed state.
+by a second group-by; the watermark fires every window it passed in one filter, emitted
+in order of (window start, key). At a checkpoint the table goes into keyed ValueState
+(one list of windows per key), so it is restored and rescaled by key group like any
+keyed state. With ``pre_aggregated`` its input is what window_preaggregate.py sends:
+partials of upstream batches (or rows, where those would not be fewer).
 """
 
 from __future__ import annotations
@@ -40,9 +42,60 @@ PARTIALS = {
 }
 """An aggregate's partial function per batch, and how partials of one window merge."""
 FUNCTIONS = (*PARTIALS, "mean")
+LATEST = "__latest_window_rows"
+"""In a pre-aggregated partial: how many of its rows have this window as their latest
+(a row is late when its latest window is), so the downstream counts late rows exactly."""
 
 
-def _shape(assigner: Any) -> tuple[int, int, int]:
+def partial_specs(aggregates: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """(input column, partial function) for each aggregate, once each (mean: sum, count)."""
+    partials: list[tuple[str, str]] = []
+    for output, (column, function) in aggregates.items():
+        if function not in FUNCTIONS:
+            raise ValueError(
+                f"aggregate_columns: '{output}' uses {function!r}; use one of {FUNCTIONS}"
+            )
+        for part in ("sum", "count") if function == "mean" else (function,):
+            if (column, part) not in partials:
+                partials.append((column, part))
+    return partials
+
+
+def window_pairs(
+    batch: pa.RecordBatch, timestamp_column: str, size: int, slide: int, offset: int, where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, window start) of every window of every row, the rows' latest windows
+    first (copy 0), then each earlier window of all rows: numpy, no Python per row."""
+    column = event_time_millis(batch.column(timestamp_column), timestamp_column)
+    if column.null_count:
+        raise WindowError(
+            f"{where}: {column.null_count} rows have no event time (null "
+            f"in column '{timestamp_column}')"
+        )
+    stamps = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+    last = (stamps - offset) // slide * slide + offset
+    copies = size // slide
+    rows = np.tile(np.arange(len(stamps)), copies)
+    starts = np.concatenate([last - i * slide for i in range(copies)])
+    return rows, starts
+
+
+def merge_partials(
+    table: pa.Table, keys: list[str], partials: list[tuple[str, str]], extra: tuple[str, ...] = ()
+) -> pa.Table:
+    """One row per (key, window start): partial columns merged (sum of counts, min of
+    mins ...), ``extra`` columns summed."""
+    names = [f"{column}_{part}" for column, part in partials]
+    specs = [(name, PARTIALS[part][1]) for name, (_, part) in zip(names, partials, strict=True)]
+    specs += [(name, "sum") for name in extra]
+    grouped = table.group_by([*keys, START], use_threads=False).aggregate(specs)
+    columns = {name: grouped.column(name) for name in (*keys, START)}
+    for name, merge in specs:
+        columns[name] = grouped.column(f"{name}_{merge}")
+    return pa.table(columns)
+
+
+def aggregate_shape(assigner: Any) -> tuple[int, int, int]:
     """(size, slide, offset) of a tumbling or sliding assigner."""
     if isinstance(assigner, TumblingEventTimeWindows):
         return assigner.size, assigner.size, assigner.offset
@@ -69,10 +122,11 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         timestamp_column: str,
         name: str | None = None,
         late_tag: OutputTag | None = None,
+        pre_aggregated: bool = False,
     ) -> None:
         super().__init__(name or "window_aggregate")
         self.late_tag = late_tag
-        self.size, self.slide, self.offset = _shape(assigner)
+        self.size, self.slide, self.offset = aggregate_shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
         self.key_selector = key_selector
@@ -80,46 +134,46 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         self.key_column = self.key_names[0] if len(self.key_names) == 1 else None
         self.timestamp_column = timestamp_column
         self.aggregates = dict(aggregates)
-        self._partials: list[tuple[str, str]] = []  # (input column, partial function)
-        for output, (column, function) in self.aggregates.items():
-            if function not in FUNCTIONS:
-                raise ValueError(
-                    f"aggregate_columns: '{output}' uses {function!r}; use one of {FUNCTIONS}"
-                )
-            for part in ("sum", "count") if function == "mean" else (function,):
-                if (column, part) not in self._partials:
-                    self._partials.append((column, part))
+        self._partials = partial_specs(self.aggregates)  # (input column, partial function)
+        self.pre_aggregated = pre_aggregated
+        if pre_aggregated and late_tag is not None:
+            raise ValueError(
+                "aggregate_columns: a late-data side output needs the late rows themselves, "
+                "so its input cannot be pre-aggregated"
+            )
         self._parts: list[pa.Table] = []
+        self._unmerged = False
         self._stored_keys: list[Any] = []
         self.late_records_dropped = 0
 
     def open(self) -> None:
         super().open()
         self._state = self.context.keyed_state(ValueStateDescriptor("window-aggregates"))
+        self._late = self.context.metrics.counter("numLateRecordsDropped")  # Flink's name
 
     # ---- rows ----
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        column = event_time_millis(batch.column(self.timestamp_column), self.timestamp_column)
-        if column.null_count:
-            raise WindowError(
-                f"window '{self.name}': {column.null_count} rows have no event time (null "
-                f"in column '{self.timestamp_column}')"
-            )
-        stamps = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
-        last = (stamps - self.offset) // self.slide * self.slide + self.offset
-        copies = self.size // self.slide
-        rows = np.tile(np.arange(len(stamps)), copies)
-        starts = np.concatenate([last - i * self.slide for i in range(copies)])
+        if self.pre_aggregated and batch.schema.get_field_index(LATEST) >= 0:
+            self._process_partials(batch)  # else rows the pre-aggregation passed on
+            return
+        rows, starts = window_pairs(
+            batch,
+            self.timestamp_column,
+            self.size,
+            self.slide,
+            self.offset,
+            f"window '{self.name}'",
+        )
         live = starts + self.size - 1 > self.current_watermark
         if not live.all():
-            late_rows = ~live[: len(stamps)]  # a row's last window is its latest
+            late_rows = ~live[: batch.num_rows]  # a row's last window is its latest
             if self.late_tag is not None:
                 self.output.emit_side(self.late_tag, batch.filter(pa.array(late_rows)))
             else:
-                self.late_records_dropped += int(late_rows.sum())
+                self._count_late(int(late_rows.sum()))
             rows, starts = rows[live], starts[live]
         if not len(rows):
             return
@@ -133,24 +187,34 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         grouped = table.group_by([*self.key_names, START], use_threads=False)
         self._parts.append(grouped.aggregate(self._partials))
 
+    def _process_partials(self, batch: pa.RecordBatch) -> None:
+        """Partials of the pre-aggregation (one per key and window of an upstream batch):
+        judged late by window start as their rows would be, then kept to merge."""
+        starts = batch.column(START).to_numpy(zero_copy_only=False)
+        live = starts + self.size - 1 > self.current_watermark
+        table = pa.Table.from_batches([batch])
+        if not live.all():
+            latest = batch.column(LATEST).to_numpy(zero_copy_only=False)
+            self._count_late(int(latest[~live].sum()))
+            table = table.filter(pa.array(live))
+            if not table.num_rows:
+                return
+        self._parts.append(table.drop_columns([LATEST]))
+        self._unmerged = True  # partials of many upstream batches: merged at the watermark
+
+    def _count_late(self, rows: int) -> None:
+        self.late_records_dropped += rows
+        self._late.inc(rows)
+
     def _merged(self) -> pa.Table | None:
         """Every open window once: the partials of all batches so far, merged."""
         if not self._parts:
             return None
-        if len(self._parts) == 1:
+        if len(self._parts) == 1 and not self._unmerged:
             return self._parts[0]
         table = pa.concat_tables(self._parts, promote_options="permissive")
-        partials = [f"{column}_{part}" for column, part in self._partials]
-        specs = [
-            (name, PARTIALS[part][1])
-            for name, (_, part) in zip(partials, self._partials, strict=True)
-        ]
-        grouped = table.group_by([*self.key_names, START], use_threads=False).aggregate(specs)
-        columns = {name: grouped.column(name) for name in (*self.key_names, START)}
-        for name, merge in specs:
-            columns[name] = grouped.column(f"{name}_{merge}")
-        merged = pa.table(columns)
-        self._parts = [merged]
+        merged = merge_partials(table, self.key_names, self._partials)
+        self._parts, self._unmerged = [merged], False
         return merged
 
     # ---- time ----
@@ -165,7 +229,8 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         fired = merged.filter(due)
         if fired.num_rows:
             self._parts = [merged.filter(pc.invert(due))]
-            self._emit(fired.sort_by([(START, "ascending")]))
+            order = [(START, "ascending"), *((name, "ascending") for name in self.key_names)]
+            self._emit(fired.sort_by(order))
 
     def _emit(self, fired: pa.Table) -> None:
         columns = {name: fired.column(name) for name in self.key_names}

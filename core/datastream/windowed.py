@@ -113,13 +113,20 @@ class WindowedStream:
         return self._add(ListContents(function), name, output_schema)
 
     def aggregate_columns(
-        self, aggregates: dict[str, tuple[str, str]], name: str | None = None
+        self,
+        aggregates: dict[str, tuple[str, str]],
+        name: str | None = None,
+        pre_aggregate: bool = True,
     ) -> DataStream:
         """Batch-level: ``{"output": ("column", "count"|"sum"|"min"|"max"|"mean")}`` per key
         and tumbling or sliding window, computed with Arrow group-bys (no Python per row).
 
         Emits the key columns, ``window_start``, ``window_end`` and one column per entry
-        when the watermark passes the window's end."""
+        when the watermark passes the window's end, ordered by window start, then key.
+        ``pre_aggregate`` (two-phase, as Flink SQL): each upstream batch becomes partial
+        aggregates per (key, window) before the keyed exchange (rows where that would not
+        make them fewer), with results equal to the one-phase plan's; it is off with a
+        late-data side output, which needs the late rows themselves."""
         stream = self.stream
         where = f"aggregate_columns({name or ''}) after {stream._follows()}"
         if self._trigger is not None or self._allowed_lateness:
@@ -144,10 +151,15 @@ class WindowedStream:
         except ValueError as error:
             raise GraphError(f"{where}: {error}") from None
         late = self._late_tag
+        partial = pre_aggregate and late is None and all(s is None for _, _, s in stream.feed)
+        if partial:
+            stream = pre_aggregated(stream, aggregates, assigner, name or "window_aggregate")
         return stream._then(
             "window_aggregate",
             name,
-            lambda n: factory(assigner, aggregates, key, column, name=n, late_tag=late),
+            lambda n: factory(
+                assigner, aggregates, key, column, name=n, late_tag=late, pre_aggregated=partial
+            ),
         )
 
     def _check_window_function(self, function: Any) -> None:
@@ -181,3 +193,26 @@ class WindowedStream:
             ),
             schema=schema,
         )
+
+
+def pre_aggregated(
+    stream: DataStream, aggregates: dict[str, tuple[str, str]], assigner: Any, name: str
+) -> DataStream:
+    """``stream`` (keyed) with a pre-aggregation chained to each operator feeding it
+    (forward, at its parallelism): the exchange then hashes partials by the key columns."""
+    from flintlock.core.datastream.datastream import DataStream
+
+    factory = stream.env.operator("window_preaggregate")
+    key, column = stream.key_selector, stream.timestamp_column
+    feed = []
+    for upstream, partitioner, _ in stream.feed:
+        plain = DataStream(stream.env, [(upstream, None, None)], timestamp_column=column)
+        pre = plain._then(
+            "window_preaggregate",
+            f"{name}-preaggregate",
+            lambda n: factory(assigner, aggregates, key, column, name=n),
+        )
+        pre.transformation.parallelism = upstream.parallelism
+        pre.transformation.follows_input = True
+        feed.append((pre.transformation, partitioner, None))
+    return DataStream(stream.env, feed, key_selector=key, timestamp_column=column)

@@ -9,7 +9,7 @@ layered: a vertex runs in the stage after the deepest of its inputs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flintlock.core.errors import FlintlockError
@@ -56,6 +56,10 @@ class Transformation:
     name when None. A restore matches operators by it."""
     task_type: str | None = None
     """A registered task type chosen with ``set_task_type``; it heads its own vertex."""
+    follows_input: bool = False
+    """Runs at its one input's parallelism, whatever that is when the job starts (a
+    DataFrame source's partition count), so it chains to it; left out of the graph where
+    it could not chain (its input feeds others too), as a window pre-aggregation may be."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Ship to workers without the DataFrame (it lives on the driver)."""
@@ -167,7 +171,11 @@ class JobGraph:
 
 def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     """Chain transformations into vertices and layer them."""
+    transformations = _without_unchained_followers(transformations)
     by_id = {t.id: t for t in transformations}
+    for t in sorted(transformations, key=lambda t: t.id):
+        if t.follows_input:
+            t.parallelism = by_id[t.inputs[0].source_id].parallelism
     for t in transformations:
         for edge in t.inputs:
             if edge.partitioner is None:
@@ -223,6 +231,36 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     for vertex in sorted(vertices.values(), key=lambda v: v.id):
         vertex.layer = 1 + max((vertices[u].layer for u, _, _ in vertex.inputs), default=-1)
     return JobGraph(vertices)
+
+
+def _without_unchained_followers(transformations: list[Transformation]) -> list[Transformation]:
+    """Leave out each ``follows_input`` transformation whose input feeds other operators
+    too (it could not chain, and would cost an exchange of its own): its readers read
+    its input instead, through their own partitioners."""
+    readers: dict[int, int] = {}
+    for t in transformations:
+        for edge in t.inputs:
+            if edge.side_output is None:
+                readers[edge.source_id] = readers.get(edge.source_id, 0) + 1
+    left = {
+        t.id: t.inputs[0].source_id
+        for t in transformations
+        if t.follows_input and (t.inputs[0].side_output or readers[t.inputs[0].source_id] > 1)
+    }
+    if not left:
+        return transformations
+    kept = []
+    for t in transformations:
+        if t.id in left:
+            continue
+        if any(edge.source_id in left for edge in t.inputs):
+            inputs = [
+                replace(edge, source_id=left.get(edge.source_id, edge.source_id))
+                for edge in t.inputs
+            ]
+            t = replace(t, inputs=inputs)
+        kept.append(t)
+    return kept
 
 
 def _task_type(t: Transformation) -> str:
