@@ -56,20 +56,29 @@ class DataFrameSource(Source):
 
 
 @contextlib.contextmanager
-def adaptive_execution_off(spark: SparkSession) -> Iterator[None]:
-    """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
-    previous = spark.conf.get(AQE, None)
-    if previous == "false":  # a run's settings turned it off already: nothing to undo
-        yield
+def session_setting(
+    spark: SparkSession, key: str, value: str, only_over: tuple[str | None, ...] | None = None
+) -> Iterator[None]:
+    """Set the SQL setting ``key`` to ``value`` inside, unless it holds ``value`` already
+    or (given ``only_over``) a value not in ``only_over``: a choice of the user's that
+    stands. The previous value is restored after."""
+    previous = spark.conf.get(key, None)
+    if previous == value or (only_over is not None and previous not in only_over):
+        yield  # nothing to set, nothing to undo
         return
-    spark.conf.set(AQE, "false")
+    spark.conf.set(key, value)
     try:
         yield
     finally:
         if previous is None:
-            spark.conf.unset(AQE)
+            spark.conf.unset(key)
         else:
-            spark.conf.set(AQE, previous)
+            spark.conf.set(key, previous)
+
+
+def adaptive_execution_off(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
+    """Switch AQE off for the job (exact exchanges, faster epochs); restore the user's value."""
+    return session_setting(spark, AQE, "false")
 
 
 ARROW_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -78,25 +87,15 @@ SPARK_ARROW_BATCH_ROWS = "10000"
 JOB_ARROW_BATCH_ROWS = "65536"
 """Rows per Arrow batch in a flintlock job: what the exchange gathers before framing
 (``core/exchange/writer.py``); fewer, larger batches cut each source subtask's per-batch
-work in Spark and in Python (bench/RESULTS.md, "W2 per record on Spark")."""
+work in Spark and in Python (bench/RESULTS.md, "Issue 23 and W4 on a quiet machine")."""
 
 
-@contextlib.contextmanager
-def larger_arrow_batches(spark: SparkSession) -> Iterator[None]:
+def larger_arrow_batches(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
     """Spark's Arrow batches at ``JOB_ARROW_BATCH_ROWS`` rows for the job, unless the user
-    chose a size of their own; the user's value is restored at the end."""
-    previous = spark.conf.get(ARROW_BATCH_ROWS, None)
-    if previous not in (None, SPARK_ARROW_BATCH_ROWS):
-        yield  # the user's own size (or a run's, already set) stands
-        return
-    spark.conf.set(ARROW_BATCH_ROWS, JOB_ARROW_BATCH_ROWS)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(ARROW_BATCH_ROWS)
-        else:
-            spark.conf.set(ARROW_BATCH_ROWS, previous)
+    chose a size of their own (any but Spark's default); restored at the end."""
+    return session_setting(
+        spark, ARROW_BATCH_ROWS, JOB_ARROW_BATCH_ROWS, only_over=(None, SPARK_ARROW_BATCH_ROWS)
+    )
 
 
 def partition_count(frame: DataFrame) -> int | None:
