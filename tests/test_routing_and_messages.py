@@ -139,3 +139,28 @@ def test_reader_turns_messages_into_events_per_channel() -> None:
 def test_reader_fails_on_a_gap_a_duplicate_or_a_foreign_message(rows: list, error: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ChannelError, match=error):
         read(two_vertex_plan(), rows)
+
+
+def test_large_data_payloads_travel_compressed_and_decode_equal() -> None:
+    """From COMPRESS_FROM_BYTES a DATA payload is LZ4-compressed Arrow IPC (any IPC
+    reader undoes it); smaller ones go as they are."""
+    import numpy as np
+
+    from flintlock.core.exchange.messages import COMPRESS_FROM_BYTES, decode_batch
+
+    big = pa.record_batch({"k": np.arange(100_000) % 7, "v": np.zeros(100_000)})
+    small = pa.record_batch({"k": [1, 2, 3]})
+    assert big.nbytes >= COMPRESS_FROM_BYTES > small.nbytes
+
+    def plain(batch: pa.RecordBatch) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue().to_pybytes()
+
+    payload = encode_batch(big)
+    assert len(payload) < len(plain(big)) / 4  # repetitive columns: far smaller
+    assert decode_batch(pa.py_buffer(payload)).equals(big)
+    assert decode_batch(payload).equals(big)
+    assert encode_batch(small) == plain(small)  # as it is
+    assert decode_batch(encode_batch(small)).equals(small)

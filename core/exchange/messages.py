@@ -63,9 +63,21 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
     return write_batch(pa.BufferOutputStream(), batch).getvalue().to_pybytes()
 
 
+COMPRESS_FROM_BYTES = 64 * 1024
+"""DATA payloads of at least this many bytes travel LZ4-compressed (Arrow IPC's own
+buffer compression, undone by any IPC reader): the source stage's output crosses from
+Python to the JVM and into Spark's shuffle, and less of it cut W2 on Spark by about 5%
+(bench/RESULTS.md, "Issue 23 and W4 on a quiet machine"). Smaller ones (a few rows of a
+low-latency epoch) go as they are."""
+
+_COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
 def write_batch(sink: pa.NativeFile, batch: pa.RecordBatch) -> pa.NativeFile:
-    """Append ``batch`` to ``sink`` as one Arrow IPC stream (schema, batch, end)."""
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    """Append ``batch`` to ``sink`` as one Arrow IPC stream (schema, batch, end),
+    compressed from ``COMPRESS_FROM_BYTES``."""
+    options = _COMPRESSED if batch.nbytes >= COMPRESS_FROM_BYTES else None
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
     return sink
 
