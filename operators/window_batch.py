@@ -111,7 +111,41 @@ def aggregate_shape(assigner: Any) -> tuple[int, int, int]:
     )
 
 
-class BatchWindowAggregateOperator(OneInputStreamOperator):
+class ColumnWindowOperator(OneInputStreamOperator):
+    """What both halves of ``aggregate_columns`` share: the window shape, the key columns,
+    the event-time column and the partial functions, and each row's windows per batch."""
+
+    def __init__(
+        self,
+        name: str,
+        assigner: Any,
+        aggregates: dict[str, tuple[str, str]],
+        key_selector: KeySelector,
+        timestamp_column: str,
+    ) -> None:
+        super().__init__(name)
+        self.size, self.slide, self.offset = aggregate_shape(assigner)
+        if not key_selector.columns:
+            raise ValueError("aggregate_columns needs a key of columns, not a key function")
+        self.key_selector = key_selector
+        self.key_names = list(key_selector.columns)
+        self.timestamp_column = timestamp_column
+        self.aggregates = dict(aggregates)
+        self._partials = partial_specs(self.aggregates)  # (input column, partial function)
+
+    def _window_pairs(self, batch: pa.RecordBatch, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(row index, window start) of every window of every row of ``batch``."""
+        return window_pairs(
+            batch,
+            self.timestamp_column,
+            self.size,
+            self.slide,
+            self.offset,
+            f"{what} '{self.name}'",
+        )
+
+
+class BatchWindowAggregateOperator(ColumnWindowOperator):
     """Aggregates columns per key and event-time window with Arrow, batch by batch."""
 
     def __init__(
@@ -124,17 +158,11 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         late_tag: OutputTag | None = None,
         pre_aggregated: bool = False,
     ) -> None:
-        super().__init__(name or "window_aggregate")
+        super().__init__(
+            name or "window_aggregate", assigner, aggregates, key_selector, timestamp_column
+        )
         self.late_tag = late_tag
-        self.size, self.slide, self.offset = aggregate_shape(assigner)
-        if not key_selector.columns:
-            raise ValueError("aggregate_columns needs a key of columns, not a key function")
-        self.key_selector = key_selector
-        self.key_names = list(key_selector.columns)
         self.key_column = self.key_names[0] if len(self.key_names) == 1 else None
-        self.timestamp_column = timestamp_column
-        self.aggregates = dict(aggregates)
-        self._partials = partial_specs(self.aggregates)  # (input column, partial function)
         self.pre_aggregated = pre_aggregated
         if pre_aggregated and late_tag is not None:
             raise ValueError(
@@ -159,14 +187,7 @@ class BatchWindowAggregateOperator(OneInputStreamOperator):
         if self.pre_aggregated and batch.schema.get_field_index(LATEST) >= 0:
             self._process_partials(batch)  # else rows the pre-aggregation passed on
             return
-        rows, starts = window_pairs(
-            batch,
-            self.timestamp_column,
-            self.size,
-            self.slide,
-            self.offset,
-            f"window '{self.name}'",
-        )
+        rows, starts = self._window_pairs(batch, "window")
         live = starts + self.size - 1 > self.current_watermark
         if not live.all():
             late_rows = ~live[: batch.num_rows]  # a row's last window is its latest

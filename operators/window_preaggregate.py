@@ -24,14 +24,7 @@ import pyarrow as pa
 
 from flintlock.core.api.keys import KeySelector
 from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator
-from flintlock.operators.window_batch import (
-    LATEST,
-    START,
-    aggregate_shape,
-    partial_specs,
-    window_pairs,
-)
+from flintlock.operators.window_batch import LATEST, START, ColumnWindowOperator
 
 PROBE_EVERY = 16
 """Batches passed on as rows after one whose partials did not pay."""
@@ -39,7 +32,7 @@ POOR_REDUCTION = 0.5
 """Partials per (row, window) pair above which pre-aggregating a batch does not pay."""
 
 
-class WindowPreAggregateOperator(OneInputStreamOperator):
+class WindowPreAggregateOperator(ColumnWindowOperator):
     """Rows in, partial aggregates per (key columns, window start) out, batch by batch
     (or the rows' needed columns, where partials would not be fewer)."""
 
@@ -52,15 +45,11 @@ class WindowPreAggregateOperator(OneInputStreamOperator):
         name: str | None = None,
         poor_reduction: float = POOR_REDUCTION,
     ) -> None:
-        super().__init__(name or "window_preaggregate")
+        super().__init__(
+            name or "window_preaggregate", assigner, aggregates, key_selector, timestamp_column
+        )
         self.poor_reduction = poor_reduction
         self._rows_for = 0  # batches still to pass on as rows
-        self.size, self.slide, self.offset = aggregate_shape(assigner)
-        if not key_selector.columns:
-            raise ValueError("aggregate_columns needs a key of columns, not a key function")
-        self.key_names = list(key_selector.columns)
-        self.timestamp_column = timestamp_column
-        self._partials = partial_specs(dict(aggregates))
         needed = [*self.key_names, timestamp_column, *(c for c, _ in self._partials)]
         self._needed = list(dict.fromkeys(needed))
 
@@ -71,14 +60,7 @@ class WindowPreAggregateOperator(OneInputStreamOperator):
             self._rows_for -= 1
             self.output.emit(batch.select(self._needed))
             return
-        rows, starts = window_pairs(
-            batch,
-            self.timestamp_column,
-            self.size,
-            self.slide,
-            self.offset,
-            f"window pre-aggregation '{self.name}'",
-        )
+        rows, starts = self._window_pairs(batch, "window pre-aggregation")
         latest = np.zeros(len(rows), dtype=np.int64)
         latest[: batch.num_rows] = 1  # copy 0 holds each row's latest window
         indices = pa.array(rows) if len(rows) != batch.num_rows else None
