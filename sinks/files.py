@@ -37,6 +37,10 @@ REGISTRY = "_flintlock"
 """``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""
 
 
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 @dataclass
 class _Transaction:
     staging_dir: str
@@ -53,12 +57,18 @@ class FileSink(TwoPhaseCommitSink):
     ``mode``: ``"error"`` (default) refuses a new run if ``path`` already holds data or
     another job's pending files; ``"append"`` adds to it; ``"overwrite"`` replaces its
     data files when the run commits. A start that completes a pending commit, or returns
-    a finished run's result, is not a new run and writes nothing new.
+    a finished run's result, is not a new run and writes nothing new. ``rows_per_file``
+    caps each file's rows (a larger batch is split across files); None: one file per
+    checkpoint and subtask.
     """
 
     name = "files"
 
     def __init__(self, path: str, rows_per_file: int | None = None, mode: str = "error") -> None:
+        if rows_per_file is not None and not _is_positive_int(rows_per_file):
+            raise SinkOutputError(
+                f"FileSink rows_per_file must be a positive int or None, got {rows_per_file!r}"
+            )
         if mode not in OUTPUT_MODES:
             raise SinkOutputError(f"FileSink mode {mode!r} is not one of {', '.join(OUTPUT_MODES)}")
         self.path = path
@@ -90,13 +100,23 @@ class FileSink(TwoPhaseCommitSink):
                 f"file sink '{self.path}': batch schema {batch.schema} differs from the "
                 f"file's {transaction.writer.schema}"
             )
+        if not self.rows_per_file:
+            self._write_to_file(transaction, batch)
+            return
+        start = 0  # a batch larger than the room left is split: no file exceeds the limit
+        while start < batch.num_rows:
+            room = self.rows_per_file - transaction.rows_in_file
+            self._write_to_file(transaction, batch.slice(start, room))
+            start += room
+            if transaction.rows_in_file >= self.rows_per_file:
+                self._close_file(transaction)
+
+    def _write_to_file(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
         if transaction.writer is None:
             self._open_file(transaction, batch.schema)
         assert transaction.writer is not None
         transaction.writer.write_batch(batch)
         transaction.rows_in_file += batch.num_rows
-        if self.rows_per_file and transaction.rows_in_file >= self.rows_per_file:
-            self._close_file(transaction)
 
     def finish(self, transaction: _Transaction) -> None:
         self._close_file(transaction)  # the last rows reach the staging file now

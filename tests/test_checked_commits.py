@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 from lifecycle_ops import batch
 
@@ -18,7 +19,12 @@ from flintlock.core.api.sink import CommitContext
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.job_errors import CheckpointError, CommittableError, JobIdentityError
+from flintlock.core.job_errors import (
+    CheckpointError,
+    CommittableError,
+    JobIdentityError,
+    SinkOutputError,
+)
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
@@ -322,3 +328,23 @@ def test_storage_reads_name_missing_and_damaged_arrow_files(tmp_path: Path) -> N
     (tmp_path / "bad.arrow").write_bytes(b"ARROW1 not really")
     with pytest.raises(CheckpointError, match=f"{tmp_path}/bad.arrow is damaged"):
         storage.read_table(f"{tmp_path}/bad.arrow")
+
+
+def test_rows_per_file_caps_every_file_and_splits_a_larger_batch(tmp_path: Path) -> None:
+    sink = FileSink(str(tmp_path / "out"), rows_per_file=400)
+    harness = OneInputHarness(TwoPhaseCommitSinkOperator(sink, name="files"))
+    harness.process_batch(batch(*range(150)))
+    harness.process_batch(batch(*range(150, 1100)))  # ends the first file mid-batch
+    harness.complete(checkpoint_id=1)
+    assert harness.acknowledgement is not None
+    files = harness.acknowledgement.committables["files"]
+    assert [file["rows"] for file in files] == [400, 400, 300]
+    harness.commit(sink)
+    written = [pq.read_table(path).column("v").to_pylist() for path in sink.committed_files()]
+    assert sorted(value for values in written for value in values) == list(range(1100))
+
+
+@pytest.mark.parametrize("rows", [0, -1, True, 2.5, "400"])
+def test_rows_per_file_must_be_a_positive_int(tmp_path: Path, rows: object) -> None:
+    with pytest.raises(SinkOutputError, match="rows_per_file must be a positive int"):
+        FileSink(str(tmp_path / "out"), rows_per_file=rows)  # type: ignore[arg-type]
