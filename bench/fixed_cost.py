@@ -87,6 +87,13 @@ def spark_job_ms(log_dir: str, application: str) -> dict[str, list[int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds idle before each timed job, both sides (the JVM compiles code "
+        "for a while after a job: back to back, each job pays the last one's tail)",
+    )
     args = parser.parse_args()
     log_dir = tempfile.mkdtemp(prefix="flintlock-events-")
     os.environ["BENCH_SPARK_CONF"] = (
@@ -105,11 +112,13 @@ def main() -> None:
     answers = set()
     for _ in range(args.runs):
         context.setJobGroup("raw", "raw mapInArrow")
+        time.sleep(args.settle)
         started = time.perf_counter()
         count, total = w1.raw_map_in_arrow_w1(tiny)
         answers.add((count, round(total, 6)))
         seconds["raw"].append(time.perf_counter() - started)
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        time.sleep(args.settle)
         started = time.perf_counter()
         count, total = w1.flintlock_w1(spark, tiny, 2, False, scratch)
         answers.add((count, round(total, 6)))
@@ -118,7 +127,10 @@ def main() -> None:
     spark.stop()
     jobs = spark_job_ms(log_dir, application)
     raw, flintlock = (statistics.median(seconds[k]) for k in ("raw", "flintlock"))
-    print(f"W1 per batch over 1,000 rows, parallelism 2, local[2], {args.runs} interleaved runs")
+    print(
+        f"W1 per batch over 1,000 rows, parallelism 2, local[2], {args.runs} interleaved "
+        f"runs, {args.settle:g} s idle before each"
+    )
     raw_job = statistics.median(jobs["raw"])
     print(f"raw mapInArrow   {raw * 1e3:7.1f} ms   its Spark job {raw_job:5.0f} ms")
     print(

@@ -36,7 +36,6 @@ from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import GraphError, JobGraph, build_job_graph
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import SourceOperator
-from flintlock.core.spark.sources import with_source_partitions
 from flintlock.core.spark.streaming_source import StreamingDataFrameSource
 
 if TYPE_CHECKING:
@@ -60,9 +59,7 @@ class EpochRun:
         self.trigger = trigger
         self.progress = progress
         self.control = JobControl(master.folder)
-        transformations = [
-            with_source_partitions(t, master.config.max_parallelism) for t in master.transformations
-        ]
+        transformations = master.counted_transformations()
         self.graph_transformations = transformations
         self.graph = build_job_graph(transformations)
         self.run_log = RunLog(master.folder, self.graph)

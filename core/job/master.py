@@ -38,6 +38,7 @@ from flintlock.core.spark.failures import (
 )
 from flintlock.core.spark.job_group import epoch_running
 from flintlock.core.spark.run_settings import RunSettings, run_settings
+from flintlock.core.spark.sources import SourcePartitionCounts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,6 +81,8 @@ class JobMaster(JobResults):
         self.epoch_frames = EpochFrames(spark)
         self.settings: RunSettings | None = None
         """The run's Spark settings while ``execute`` runs it."""
+        self.source_counts: SourcePartitionCounts | None = None
+        """The run's DataFrame sources, counted while ``execute`` starts it."""
         self.transformations = transformations
         self.config = config
         self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
@@ -109,24 +112,36 @@ class JobMaster(JobResults):
             self.run_id,
             self.config.lease_seconds,
         )
-        lease.acquire()  # first: the job's identity is made under it at the first start
-        job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
-        self.metrics = self.metrics_recorder()
-        try:
-            self.folder.open()
-            self.folder.lease = lease
-            self.metrics.start()
-            cancel = job_signals.on_cancel(self.cancel_spark_jobs)
-            with cancel, run_settings(self.spark) as settings:
-                self.settings = settings
-                return self._execute(new_run, trigger, progress, started)
-        except KeyboardInterrupt as interrupt:
-            self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
-            raise
-        finally:
-            self.metrics.close()
-            self.folder.lease = None
-            lease.release()
+        max_parallelism = self.config.max_parallelism
+        with (
+            run_settings(self.spark) as settings,
+            SourcePartitionCounts(self.transformations, max_parallelism) as counts,
+        ):
+            lease.acquire()  # the job's identity is made under it at the first start
+            job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
+            self.metrics = self.metrics_recorder()
+            try:
+                self.folder.open()
+                self.folder.lease = lease
+                self.metrics.start()
+                with job_signals.on_cancel(self.cancel_spark_jobs):
+                    self.settings, self.source_counts = settings, counts
+                    return self._execute(new_run, trigger, progress, started)
+            except KeyboardInterrupt as interrupt:
+                self.record_failed(self.run_id, JobCanceled(f"interrupted ({interrupt!r})"))
+                raise
+            finally:
+                self.settings = self.source_counts = None
+                self.metrics.close()
+                self.folder.lease = None
+                lease.release()
+
+    def counted_transformations(self) -> list[Transformation]:
+        """The job's transformations with their DataFrame sources as this run reads them
+        (counted once per run, ``SourcePartitionCounts``)."""
+        if self.source_counts is None:
+            raise RuntimeError("JobMaster.counted_transformations runs only inside execute")
+        return self.source_counts.transformations()
 
     def _execute(
         self,

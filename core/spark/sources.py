@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -146,3 +148,52 @@ def with_source_partitions(transformation: Transformation, max_parallelism: int)
         transformation.spark_source, asked, transformation.parallelism, max_parallelism
     )
     return dataclasses.replace(transformation, spark_source=frame, parallelism=subtasks)
+
+
+_counter: ThreadPoolExecutor | None = None
+_counter_lock = threading.Lock()
+
+
+def _counting_thread() -> ThreadPoolExecutor:
+    """One thread per process for partition counts: its py4j connection is made once."""
+    global _counter
+    with _counter_lock:
+        if _counter is None:
+            _counter = ThreadPoolExecutor(1, thread_name_prefix="flintlock-partition-count")
+        return _counter
+
+
+class SourcePartitionCounts:
+    """A job's transformations with their DataFrame sources counted on a helper thread,
+    started before the driver takes the job's lease and reads its folder: Spark plans
+    each frame (10-35 ms, bench/RESULTS.md "Fixed cost per job") beside that work.
+
+    Start it where the job's settings hold (AQE off); ``close`` waits for a count still
+    running, so that no count outlives them."""
+
+    def __init__(self, transformations: Sequence[Transformation], max_parallelism: int) -> None:
+        self._transformations = list(transformations)
+        self._counts: dict[int, Future[Transformation]] = {}
+        for index, transformation in enumerate(self._transformations):
+            if transformation.spark_source is not None:
+                self._counts[index] = _counting_thread().submit(
+                    with_source_partitions, transformation, max_parallelism
+                )
+
+    def transformations(self) -> list[Transformation]:
+        """The transformations as the run plans them; raises what a count raised."""
+        return [
+            self._counts[index].result() if index in self._counts else transformation
+            for index, transformation in enumerate(self._transformations)
+        ]
+
+    def close(self) -> None:
+        for count in self._counts.values():
+            count.cancel()
+        wait(self._counts.values())
+
+    def __enter__(self) -> SourcePartitionCounts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -4,6 +4,7 @@ DataFrame source's partitions counted once per job, again after a setting change
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 from state_functions import BatchRunningSum
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.plan.graph import Transformation
 from flintlock.core.spark import sources
 from flintlock.sinks.collect import CollectSink
 
@@ -54,10 +56,12 @@ def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
 ) -> None:
     frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
     counts: list[bool] = []  # per count: was it the job's frame
+    threads: list[str] = []
     plain_count = sources.partition_count
 
     def counting(counted: Any) -> Any:  # a spy: the real count runs
         counts.append(counted is frame)
+        threads.append(threading.current_thread().name)
         return plain_count(counted)
 
     monkeypatch.setattr(sources, "partition_count", counting)
@@ -82,6 +86,37 @@ def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
     assert 3 in tasks and 4 not in tasks
     run("third")
     assert len(counts) == 3  # every job counts: a table's files may have changed since
+    # beside the driver's start (lease, job folder), on the one counting thread
+    assert all(name.startswith("flintlock-partition-count") for name in threads), threads
+
+
+def test_counts_still_running_are_waited_for_before_the_settings_end(spark: Any) -> None:
+    """A start that ends early (another driver holds the lease) leaves no count running
+    after the job's settings (AQE off) are put back: it would plan under the user's."""
+    frames = [
+        spark.range(0, 100, 1, 2).groupBy((F.col("id") % 7).alias("v")).count(),
+        spark.range(0, 10, 1, 3),
+    ]
+    graph = [
+        Transformation(
+            n,
+            f"s{n}",
+            lambda: None,
+            2,
+            is_source=True,
+            spark_source=frame,
+            parallelism_from_partitions=True,
+        )
+        for n, frame in enumerate(frames)
+    ]
+    counts = sources.SourcePartitionCounts(graph, max_parallelism=128)
+    counts.close()
+    assert all(count.done() for count in counts._counts.values())
+    counted = sources.SourcePartitionCounts(graph, max_parallelism=128).transformations()
+    assert [t.parallelism for t in counted] == [
+        int(spark.conf.get("spark.sql.shuffle.partitions")),
+        3,
+    ]
 
 
 def _batch_sizes(batch: Any) -> Any:
