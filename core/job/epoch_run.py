@@ -30,10 +30,11 @@ from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
+from flintlock.core.job.run_graph import run_graph
 from flintlock.core.job.run_log import RunLog
 from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
-from flintlock.core.plan.graph import GraphError, JobGraph, build_job_graph
+from flintlock.core.plan.graph import GraphError, JobGraph
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import SourceOperator
 from flintlock.core.spark.streaming_source import StreamingDataFrameSource
@@ -59,9 +60,7 @@ class EpochRun:
         self.trigger = trigger
         self.progress = progress
         self.control = JobControl(master.folder)
-        transformations = master.counted_transformations()
-        self.graph_transformations = transformations
-        self.graph = build_job_graph(transformations)
+        self.graph_transformations, self.graph = run_graph(master)
         self.run_log = RunLog(master.folder, self.graph)
         self.uids = operator_uids(master.transformations)
         self.sources, self.streaming = unbounded_sources(master.transformations, self.graph)

@@ -38,7 +38,7 @@ from flintlock.core.spark.failures import (
 )
 from flintlock.core.spark.job_group import epoch_running
 from flintlock.core.spark.run_settings import RunSettings, run_settings
-from flintlock.core.spark.sources import SourcePartitionCounts
+from flintlock.core.spark.source_partitions import SourcePartitionCounts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,10 +112,12 @@ class JobMaster(JobResults):
             self.run_id,
             self.config.lease_seconds,
         )
-        max_parallelism = self.config.max_parallelism
+        checkable = self.config.restore is None and self.epoch_frames.reuse
         with (
-            run_settings(self.spark) as settings,
-            SourcePartitionCounts(self.transformations, max_parallelism) as counts,
+            run_settings(self.spark) as settings,  # first: the counts plan under it (AQE off)
+            SourcePartitionCounts(
+                self.transformations, self.config.max_parallelism, checkable
+            ) as counts,
         ):
             lease.acquire()  # the job's identity is made under it at the first start
             job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
@@ -135,13 +137,6 @@ class JobMaster(JobResults):
                 self.metrics.close()
                 self.folder.lease = None
                 lease.release()
-
-    def counted_transformations(self) -> list[Transformation]:
-        """The job's transformations with their DataFrame sources as this run reads them
-        (counted once per run, ``SourcePartitionCounts``)."""
-        if self.source_counts is None:
-            raise RuntimeError("JobMaster.counted_transformations runs only inside execute")
-        return self.source_counts.transformations()
 
     def _execute(
         self,

@@ -170,8 +170,13 @@ class JobGraph:
 
 
 def build_job_graph(transformations: list[Transformation]) -> JobGraph:
-    """Chain transformations into vertices and layer them."""
-    transformations = _without_unchained_followers(transformations)
+    """Chain transformations into vertices and layer them. The graph holds copies: the
+    defaults it decides (partitioners, followers' parallelism) depend on the source
+    counts of this run and must not stay on the job's transformations for the next."""
+    transformations = [
+        replace(t, inputs=[replace(edge) for edge in t.inputs])
+        for t in _without_unchained_followers(transformations)
+    ]
     by_id = {t.id: t for t in transformations}
     for t in sorted(transformations, key=lambda t: t.id):
         if t.follows_input:

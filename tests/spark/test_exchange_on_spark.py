@@ -18,7 +18,7 @@ from state_functions import BatchRunningSum
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.plan.graph import Transformation
-from flintlock.core.spark import sources
+from flintlock.core.spark import source_partitions
 from flintlock.sinks.collect import CollectSink
 
 cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
@@ -57,14 +57,14 @@ def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
     frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
     counts: list[bool] = []  # per count: was it the job's frame
     threads: list[str] = []
-    plain_count = sources.partition_count
+    plain_count = source_partitions.partition_count
 
     def counting(counted: Any) -> Any:  # a spy: the real count runs
         counts.append(counted is frame)
         threads.append(threading.current_thread().name)
         return plain_count(counted)
 
-    monkeypatch.setattr(sources, "partition_count", counting)
+    monkeypatch.setattr(source_partitions, "partition_count", counting)
 
     def run(name: str) -> Any:
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
@@ -109,10 +109,10 @@ def test_counts_still_running_are_waited_for_before_the_settings_end(spark: Any)
         )
         for n, frame in enumerate(frames)
     ]
-    counts = sources.SourcePartitionCounts(graph, max_parallelism=128)
+    counts = source_partitions.SourcePartitionCounts(graph, max_parallelism=128)
     counts.close()
     assert all(count.done() for count in counts._counts.values())
-    counted = sources.SourcePartitionCounts(graph, max_parallelism=128).transformations()
+    counted = source_partitions.SourcePartitionCounts(graph, max_parallelism=128).transformations()
     assert [t.parallelism for t in counted] == [
         int(spark.conf.get("spark.sql.shuffle.partitions")),
         3,
@@ -147,3 +147,48 @@ def test_a_job_reads_spark_batches_of_the_exchange_size_unless_the_user_chose_on
         assert spark.conf.get(ARROW_BATCH) == "40000"
     finally:
         spark.conf.unset(ARROW_BATCH)
+
+
+def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-stage job over a frame that an earlier run counted is not counted again: its
+    own query, which the action then runs, shows the partitions. When they changed, the
+    job counts again and plans anew before anything runs."""
+    frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
+    counted: list[int] = []
+    checked: list[int] = []
+    plain_count = source_partitions.partition_count
+    plain_check = source_partitions.planned_partitions
+
+    def counting(counted_frame: Any) -> Any:
+        counted.append(plain_count(counted_frame))
+        return counted[-1]
+
+    def checking(epoch_frame: Any) -> int:
+        checked.append(plain_check(epoch_frame))
+        return checked[-1]
+
+    monkeypatch.setattr(source_partitions, "partition_count", counting)
+    monkeypatch.setattr(source_partitions, "planned_partitions", checking)
+
+    def run(name: str) -> Any:
+        env = StreamExecutionEnvironment(parallelism=4, spark=spark, checkpoint_dir=str(tmp_path))
+        env.from_dataframe(frame).sink_to(CollectSink("rows"), name="rows")  # one stage at 4
+        result = env.execute(name)
+        assert sorted(result.collected["rows"].column("v").to_pylist()) == list(range(10))
+        return result
+
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    run("first")
+    assert (counted, checked) == ([4], [])  # never counted in this process: counted
+    run("second")
+    assert (counted, checked) == ([4], [4])  # checked in the job's own query, not counted
+    spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
+    try:
+        third = run("third")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    assert (counted, checked) == ([4, 3], [4, 3])  # the check failed: counted, planned anew
+    tasks = stage_task_counts(spark, third)
+    assert 3 in tasks and 4 in tasks  # 3 source subtasks, then the sink's 4 after a rebalance

@@ -1,0 +1,51 @@
+"""A run's graph: the job's transformations with their DataFrame sources as the run reads
+them (``core/spark/source_partitions.py``), chained into vertices."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.spark import source_partitions
+
+if TYPE_CHECKING:
+    from flintlock.core.job.master import JobMaster
+
+
+def run_graph(master: JobMaster) -> tuple[list[Transformation], JobGraph]:
+    """The run's transformations and graph. A source that starts from an earlier run's
+    count is checked in the epoch's own query, planned here for the action; if the count
+    changed, the source is counted again and the graph built anew."""
+    counts = master.source_counts
+    if counts is None:
+        raise RuntimeError("run_graph runs only inside JobMaster.execute")
+    transformations = counts.transformations()
+    graph = build_job_graph(transformations)
+    if counts.checked is None:
+        return transformations, graph
+    frame = master.epoch_frames.frame_for(layout_plan(master, graph))
+    if source_partitions.planned_partitions(frame) == source_partitions.source_subtasks(graph):
+        return transformations, graph  # the action runs the plan just made
+    transformations = counts.recounted()
+    return transformations, build_job_graph(transformations)
+
+
+def layout_plan(master: JobMaster, graph: JobGraph) -> ExecutionPlan:
+    """A plan with the run's layout (``ExecutionPlan.same_layout``) and no epoch yet: the
+    epoch frame built for it serves the run's epochs."""
+    config = master.config
+    return ExecutionPlan(
+        job_name=config.job_name,
+        run_id=master.run_id,
+        epoch=0,
+        barrier=CheckpointBarrier(0, "checkpoint", True),
+        checkpoint_uri=config.checkpoint_uri,
+        max_parallelism=config.max_parallelism,
+        state_backend=config.state_backend,
+        graph=graph,
+        plugins=config.plugins,
+        job_id=master.folder.job_id,
+        metrics=config.metrics,
+    )

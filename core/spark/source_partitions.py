@@ -1,0 +1,202 @@
+"""How many subtasks a DataFrame source runs: its frame's partitions, counted once per run
+under the run's settings, or taken from the run's own query.
+
+Counting plans the frame (10-35 ms on this machine, bench/RESULTS.md "Fixed cost per
+job"), and the epoch's action then plans it again inside the job's query. Two ways keep
+that off a job's path:
+
+- the count runs on a helper thread from the job's start, while the driver takes the
+  lease and reads the job's folder (``SourcePartitionCounts``);
+- a frame counted by an earlier run in this process starts from that count, and a run
+  whose source stage is its only stage checks it in the epoch's own query, which the
+  action runs with the plan made for the check (``planned_partitions``): the frame is
+  planned once. A count that no longer holds (new files, other settings) is counted again
+  and the graph built anew before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
+
+from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.spark.sources import adaptive_execution_off
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_counted: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+"""The last count of each DataFrame object in this process: where a run starts, never
+trusted without the check in the run's own query."""
+
+
+def partition_count(frame: DataFrame) -> int | None:
+    """How many partitions a job's stage reads ``frame`` in, planned as the job plans it
+    (AQE off), without running it; None where the client cannot say (Spark Connect).
+
+    Counted anew for every run that does not check its count in its own query: the same
+    DataFrame of a catalog table lists other files after a ``REFRESH TABLE``, and a
+    stale count would plan the wrong number of source subtasks."""
+    if getattr(frame, "_jdf", None) is None:
+        return None
+    with adaptive_execution_off(frame.sparkSession):
+        # a new query (planned under the job's settings) in one py4j call: an alias
+        # changes no partitioning; ``select("*")`` took nine calls
+        planned = frame._jdf.alias("flintlock_source")
+        count = int(planned.queryExecution().toRdd().getNumPartitions())
+    _counted[frame] = count
+    return count
+
+
+def planned_partitions(frame: DataFrame) -> int:
+    """The partitions of ``frame``'s own query, planned now; an action on the same
+    DataFrame object runs that plan (a Dataset plans once), so checking costs no second
+    planning."""
+    return int(frame._jdf.queryExecution().toRdd().getNumPartitions())
+
+
+def source_frame(
+    frame: DataFrame,
+    parallelism: int | None,
+    default_parallelism: int,
+    max_parallelism: int,
+    partitions: int | None,
+) -> tuple[DataFrame, int]:
+    """The DataFrame a source stage reads and its number of subtasks, for a frame of
+    ``partitions`` partitions (None: not known, as over Spark Connect).
+
+    Read in place (a subtask per partition, no shuffle) unless ``parallelism`` asks for
+    another count, the frame has no partitions, or Spark cannot count them (Connect): then
+    ``repartition`` to ``parallelism`` or, if not given, ``default_parallelism``. A frame
+    with more partitions than ``max_parallelism`` is coalesced to it (still no shuffle).
+    """
+    if parallelism is None and partitions:
+        if partitions > max_parallelism:
+            return frame.coalesce(max_parallelism), max_parallelism
+        return frame, partitions
+    wanted = parallelism or default_parallelism
+    if partitions == wanted:
+        return frame, wanted
+    return frame.repartition(wanted), wanted
+
+
+def with_partitions(
+    transformation: Transformation, max_parallelism: int, partitions: int | None
+) -> Transformation:
+    """The DataFrame source ``transformation`` reading a frame of ``partitions``."""
+    asked = None if transformation.parallelism_from_partitions else transformation.parallelism
+    frame, subtasks = source_frame(
+        transformation.spark_source, asked, transformation.parallelism, max_parallelism, partitions
+    )
+    return dataclasses.replace(transformation, spark_source=frame, parallelism=subtasks)
+
+
+def with_source_partitions(transformation: Transformation, max_parallelism: int) -> Transformation:
+    """The transformation as a job runs it now: a DataFrame source with its frame as read
+    and its subtask count, counted when the job starts (the frame's plan may depend on
+    settings made after ``from_dataframe``)."""
+    if transformation.spark_source is None or transformation.spark_source.isStreaming:
+        return transformation  # a streaming frame is read per micro-batch
+    count = partition_count(transformation.spark_source)
+    return with_partitions(transformation, max_parallelism, count)
+
+
+_counter: ThreadPoolExecutor | None = None
+_counter_lock = threading.Lock()
+
+
+def _counting_thread() -> ThreadPoolExecutor:
+    """One thread per process for partition counts: its py4j connection is made once."""
+    global _counter
+    with _counter_lock:
+        if _counter is None:
+            _counter = ThreadPoolExecutor(1, thread_name_prefix="flintlock-partition-count")
+        return _counter
+
+
+class SourcePartitionCounts:
+    """A job's transformations with their DataFrame sources counted on a helper thread,
+    started before the driver takes the job's lease and reads its folder: Spark plans
+    each frame beside that work.
+
+    A run whose only stage reads its only DataFrame source, counted by an earlier run in
+    this process, starts from that count instead (``checked``: its index) and checks it
+    in its own query (``JobMaster.checked_graph``); ``may_start_from_earlier``: False
+    where the run cannot check (a restore, Spark Connect).
+
+    Start it where the job's settings hold (AQE off); ``close`` waits for a count still
+    running, so that no count outlives them."""
+
+    def __init__(
+        self,
+        transformations: Sequence[Transformation],
+        max_parallelism: int,
+        may_start_from_earlier: bool = True,
+    ) -> None:
+        self._transformations = list(transformations)
+        self.max_parallelism = max_parallelism
+        self._counts: dict[int, Future[Transformation]] = {}
+        self._earlier: dict[int, Transformation] = {}
+        self.checked: int | None = None
+        """The index of the source whose count the run checks in its own query."""
+        reading = [i for i, t in enumerate(self._transformations) if t.spark_source is not None]
+        if may_start_from_earlier and len(reading) == 1:
+            self._start_from_earlier(reading[0])
+        for index in reading:
+            if index != self.checked:
+                self._counts[index] = _counting_thread().submit(
+                    with_source_partitions, self._transformations[index], max_parallelism
+                )
+
+    def _start_from_earlier(self, index: int) -> None:
+        source = self._transformations[index]
+        count = _counted.get(source.spark_source)
+        if count is None:
+            return  # never counted here (streaming frames never are)
+        counted = with_partitions(source, self.max_parallelism, count)
+        graph = build_job_graph(self._with(index, counted))
+        layers = graph.layers()
+        if len(layers) == 1 and len(layers[0]) == 1:  # its stage is the job's only one
+            self._earlier[index], self.checked = counted, index
+
+    def _with(self, index: int, transformation: Transformation) -> list[Transformation]:
+        return [transformation if i == index else t for i, t in enumerate(self._transformations)]
+
+    def transformations(self) -> list[Transformation]:
+        """The transformations as the run plans them; raises what a count raised."""
+        return [
+            self._counts[index].result()
+            if index in self._counts
+            else self._earlier.get(index, transformation)
+            for index, transformation in enumerate(self._transformations)
+        ]
+
+    def recounted(self) -> list[Transformation]:
+        """The transformations with the checked source counted now (its count from an
+        earlier run no longer held)."""
+        assert self.checked is not None
+        index, self.checked = self.checked, None
+        self._earlier.clear()
+        counted = with_source_partitions(self._transformations[index], self.max_parallelism)
+        return self._with(index, counted)  # the job's only DataFrame source: nothing else counted
+
+    def close(self) -> None:
+        for count in self._counts.values():
+            count.cancel()
+        wait(self._counts.values())
+
+    def __enter__(self) -> SourcePartitionCounts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def source_subtasks(graph: JobGraph) -> int:
+    """The subtasks of a one-stage graph's only vertex: its Spark partitions."""
+    [[vertex]] = graph.layers()
+    return vertex.parallelism
