@@ -5,7 +5,12 @@ Prints each side's median seconds and its Spark job's (from Spark's event log: s
 to completion), then flintlock's driver-side steps per job (wall time, timed by wrapping
 the driver's methods in this process): what the job costs beyond its Spark job.
 
-    python bench/fixed_cost.py [--runs 15]
+Both sides read the same DataFrame object in every run unless ``--fresh-frame``: from the
+second run on, flintlock checks its source count in the job's own query instead of
+counting (``core/spark/source_partitions.py``); with a new frame per run it counts, as a
+job in a new process does.
+
+    python bench/fixed_cost.py [--runs 15] [--settle 0.4] [--fresh-frame]
 """
 
 from __future__ import annotations
@@ -95,6 +100,12 @@ def main() -> None:
         help="seconds idle before each timed job, both sides (the JVM compiles code "
         "for a while after a job: back to back, each job pays the last one's tail)",
     )
+    parser.add_argument(
+        "--fresh-frame",
+        action="store_true",
+        help="a new input DataFrame before each timed job, both sides (made before the "
+        "timer starts): flintlock counts its partitions, as a job in a new process does",
+    )
     args = parser.parse_args()
     log_dir = tempfile.mkdtemp(prefix="flintlock-events-")
     os.environ["BENCH_SPARK_CONF"] = (
@@ -112,12 +123,16 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"raw": [], "flintlock": []}
     answers = set()
     for _ in range(args.runs):
+        if args.fresh_frame:
+            tiny = w1.w1_input(spark, 1_000, partitions=2)
         context.setJobGroup("raw", "raw mapInArrow")
         time.sleep(args.settle)
         started = time.perf_counter()
         count, total = w1.raw_map_in_arrow_w1(tiny)
         answers.add((count, round(total, 6)))
         seconds["raw"].append(time.perf_counter() - started)
+        if args.fresh_frame:
+            tiny = w1.w1_input(spark, 1_000, partitions=2)
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         time.sleep(args.settle)
         started = time.perf_counter()
@@ -131,6 +146,7 @@ def main() -> None:
     print(
         f"W1 per batch over 1,000 rows, parallelism 2, local[2], {args.runs} interleaved "
         f"runs, {args.settle:g} s idle before each"
+        + (", a new input DataFrame for each" if args.fresh_frame else "")
     )
     raw_job = statistics.median(jobs["raw"])
     print(f"raw mapInArrow   {raw * 1e3:7.1f} ms   its Spark job {raw_job:5.0f} ms")

@@ -18,7 +18,7 @@ from state_functions import BatchRunningSum
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.plan.graph import Transformation
-from flintlock.core.spark import source_partitions
+from flintlock.core.spark import epoch_frames, source_partitions
 from flintlock.sinks.collect import CollectSink
 
 cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
@@ -171,6 +171,14 @@ def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
 
     monkeypatch.setattr(source_partitions, "partition_count", counting)
     monkeypatch.setattr(source_partitions, "planned_partitions", checking)
+    built: list[int] = []
+    plain_build = epoch_frames.build_epoch_frame
+
+    def building(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return plain_build(*args, **kwargs)
+
+    monkeypatch.setattr(epoch_frames, "build_epoch_frame", building)
 
     def run(name: str) -> Any:
         env = StreamExecutionEnvironment(parallelism=4, spark=spark, checkpoint_dir=str(tmp_path))
@@ -184,6 +192,7 @@ def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
     assert (counted, checked) == ([4], [])  # never counted in this process: counted
     run("second")
     assert (counted, checked) == ([4], [4])  # checked in the job's own query, not counted
+    assert len(built) == 2  # one epoch frame per job: the one checked is the one run
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
     try:
         third = run("third")
