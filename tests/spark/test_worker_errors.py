@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from pyspark.sql.types import LongType
 
 from flintlock import FlintlockError, LifecycleError, StreamExecutionEnvironment
 from flintlock.core.api.triggers import EpochTrigger
-from flintlock.core.spark import worker_probe
+from flintlock.core.spark import task_output, worker_probe
 from flintlock.core.spark.failures import PythonTaskError
 from flintlock.core.spark.session import SparkSetupError
 
@@ -168,3 +169,21 @@ def test_flintlock_run_shows_prints_and_a_python_cause_with_sparks_log(tmp_path:
     path = Path(log.split("Spark's own log: ", 1)[1].strip())
     assert path.name.startswith("flintlock-spark-") and path.exists()
     assert "no_such_module_for_flintlock" in path.read_text(errors="replace")  # Spark's stack
+
+
+def test_the_tasks_print_folder_is_printed_then_removed_after_the_run(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a task prints reaches the driver after the epoch; the run's folder for it goes
+    after the run, off the job's path (one removal thread, waited for here)."""
+
+    def shout(row: dict[str, Any]) -> dict[str, Any]:
+        print(f"row {row['id']}")
+        return row
+
+    before = set(Path(tempfile.gettempdir()).glob("flintlock-task-stdout-*"))
+    env = job(spark, tmp_path, parallelism=1)
+    env.from_dataframe(spark.range(0, 3, 1, 1)).map(shout).collect("rows")
+    assert capsys.readouterr().out.splitlines()[-3:] == ["row 0", "row 1", "row 2"]
+    task_output._remover().submit(lambda: None).result()  # the removals before it are done
+    assert set(Path(tempfile.gettempdir()).glob("flintlock-task-stdout-*")) == before
