@@ -10,7 +10,7 @@ second run on, flintlock checks its source count in the job's own query instead 
 counting (``core/spark/source_partitions.py``); with a new frame per run it counts, as a
 job in a new process does.
 
-    python bench/fixed_cost.py [--runs 15] [--settle 0.4] [--fresh-frame]
+    python bench/fixed_cost.py [--runs 15] [--warmup 3] [--settle 0.4] [--fresh-frame]
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def spark_job_ms(log_dir: str, application: str) -> dict[str, list[int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each side first")
     parser.add_argument(
         "--settle",
         type=float,
@@ -116,7 +117,7 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="flintlock-bench-")
     tiny = w1.w1_input(spark, 1_000, partitions=2)
     context = spark.sparkContext
-    for _ in range(3):  # warm-up
+    for _ in range(args.warmup):
         w1.raw_map_in_arrow_w1(tiny), w1.flintlock_w1(spark, tiny, 2, False, scratch)
     times: dict[str, list[float]] = collections.defaultdict(list)
     timed_steps(times)
