@@ -17,13 +17,13 @@ that off a job's path:
 from __future__ import annotations
 
 import dataclasses
-import threading
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
+from flintlock.core.spark.helper_threads import helper_thread
 from flintlock.core.spark.sources import adaptive_execution_off
 
 if TYPE_CHECKING:
@@ -105,19 +105,6 @@ def with_source_partitions(transformation: Transformation, max_parallelism: int)
     return with_partitions(transformation, max_parallelism, count)
 
 
-_counter: ThreadPoolExecutor | None = None
-_counter_lock = threading.Lock()
-
-
-def _counting_thread() -> ThreadPoolExecutor:
-    """One thread per process for partition counts: its py4j connection is made once."""
-    global _counter
-    with _counter_lock:
-        if _counter is None:
-            _counter = ThreadPoolExecutor(1, thread_name_prefix="flintlock-partition-count")
-        return _counter
-
-
 class SourcePartitionCounts:
     """A job's transformations with their DataFrame sources counted on a helper thread,
     started before the driver takes the job's lease and reads its folder: Spark plans
@@ -148,7 +135,7 @@ class SourcePartitionCounts:
             self._start_from_earlier(reading[0])
         for index in reading:
             if index != self.checked:
-                self._counts[index] = _counting_thread().submit(
+                self._counts[index] = helper_thread("partition-count").submit(
                     with_source_partitions, self._transformations[index], max_parallelism
                 )
 

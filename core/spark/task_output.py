@@ -15,10 +15,10 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from flintlock.core.spark.helper_threads import helper_thread
 
 OUTPUT_PROPERTY = "flintlock.task.stdout"
 """The Spark local property naming the folder tasks write their stdout to."""
@@ -96,17 +96,4 @@ class TaskOutputRelay:
     def close(self) -> None:
         """Remove the folder (the run's settings put the property back), off the job's
         path: removing it took 8 ms of a 1,000-row job here (ext4 mounted with discard)."""
-        _remover().submit(shutil.rmtree, self.folder, ignore_errors=True)
-
-
-_removal: ThreadPoolExecutor | None = None
-_removal_lock = threading.Lock()
-
-
-def _remover() -> ThreadPoolExecutor:
-    """One thread per process removes the runs' folders (its work is waited for at exit)."""
-    global _removal
-    with _removal_lock:
-        if _removal is None:
-            _removal = ThreadPoolExecutor(1, thread_name_prefix="flintlock-folder-removal")
-        return _removal
+        helper_thread("folder-removal").submit(shutil.rmtree, self.folder, ignore_errors=True)

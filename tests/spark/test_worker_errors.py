@@ -21,7 +21,7 @@ from pyspark.sql.types import LongType
 
 from flintlock import FlintlockError, LifecycleError, StreamExecutionEnvironment
 from flintlock.core.api.triggers import EpochTrigger
-from flintlock.core.spark import task_output, worker_probe
+from flintlock.core.spark import helper_threads, worker_probe
 from flintlock.core.spark.failures import PythonTaskError
 from flintlock.core.spark.session import SparkSetupError
 
@@ -185,5 +185,6 @@ def test_the_tasks_print_folder_is_printed_then_removed_after_the_run(
     env = job(spark, tmp_path, parallelism=1)
     env.from_dataframe(spark.range(0, 3, 1, 1)).map(shout).collect("rows")
     assert capsys.readouterr().out.splitlines()[-3:] == ["row 0", "row 1", "row 2"]
-    task_output._remover().submit(lambda: None).result()  # the removals before it are done
+    removal = helper_threads.helper_thread("folder-removal")
+    removal.submit(lambda: None).result()  # the removals queued before it are done
     assert set(Path(tempfile.gettempdir()).glob("flintlock-task-stdout-*")) == before
