@@ -112,7 +112,7 @@ class SourcePartitionCounts:
 
     A run whose only stage reads its only DataFrame source, counted by an earlier run in
     this process, starts from that count instead (``checked``: its index) and checks it
-    in its own query (``JobMaster.checked_graph``); ``may_start_from_earlier``: False
+    in its own query (``core/job/run_graph.py``); ``may_start_from_earlier``: False
     where the run cannot check (a restore, Spark Connect).
 
     Start it where the job's settings hold (AQE off); ``close`` waits for a count still
