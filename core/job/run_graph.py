@@ -22,9 +22,9 @@ def run_graph(master: JobMaster) -> tuple[list[Transformation], JobGraph]:
     if counts is None:
         raise RuntimeError("run_graph runs only inside JobMaster.execute")
     transformations = counts.transformations()
-    graph = build_job_graph(transformations)
-    if counts.checked is None:
-        return transformations, graph
+    graph = counts.checked_graph
+    if graph is None:
+        return transformations, build_job_graph(transformations)
     frame = master.epoch_frames.frame_for(layout_plan(master, graph))
     if source_partitions.planned_partitions(frame) == source_partitions.source_subtasks(graph):
         return transformations, graph  # the action runs the plan just made

@@ -111,9 +111,10 @@ class SourcePartitionCounts:
     each frame beside that work.
 
     A run whose only stage reads its only DataFrame source, counted by an earlier run in
-    this process, starts from that count instead (``checked``: its index) and checks it
-    in its own query (``core/job/run_graph.py``); ``may_start_from_earlier``: False
-    where the run cannot check (a restore, Spark Connect).
+    this process, starts from that count instead (``checked_graph``: the graph built
+    from it) and checks it in its own query (``core/job/run_graph.py``);
+    ``may_start_from_earlier``: False where the run cannot check (a restore, Spark
+    Connect).
 
     Start it where the job's settings hold (AQE off); ``close`` waits for a count still
     running, so that no count outlives them."""
@@ -128,13 +129,14 @@ class SourcePartitionCounts:
         self.max_parallelism = max_parallelism
         self._counts: dict[int, Future[Transformation]] = {}
         self._earlier: dict[int, Transformation] = {}
-        self.checked: int | None = None
-        """The index of the source whose count the run checks in its own query."""
+        """The source that starts from an earlier count, by its index (one at most)."""
+        self.checked_graph: JobGraph | None = None
+        """The graph built from that count, which the run checks in its own query."""
         reading = [i for i, t in enumerate(self._transformations) if t.spark_source is not None]
         if may_start_from_earlier and len(reading) == 1:
             self._start_from_earlier(reading[0])
         for index in reading:
-            if index != self.checked:
+            if index not in self._earlier:
                 self._counts[index] = helper_thread("partition-count").submit(
                     with_source_partitions, self._transformations[index], max_parallelism
                 )
@@ -148,7 +150,7 @@ class SourcePartitionCounts:
         graph = build_job_graph(self._with(index, counted))
         layers = graph.layers()
         if len(layers) == 1 and len(layers[0]) == 1:  # its stage is the job's only one
-            self._earlier[index], self.checked = counted, index
+            self._earlier[index], self.checked_graph = counted, graph
 
     def _with(self, index: int, transformation: Transformation) -> list[Transformation]:
         return [transformation if i == index else t for i, t in enumerate(self._transformations)]
@@ -165,9 +167,9 @@ class SourcePartitionCounts:
     def recounted(self) -> list[Transformation]:
         """The transformations with the checked source counted now (its count from an
         earlier run no longer held)."""
-        assert self.checked is not None
-        index, self.checked = self.checked, None
+        [index] = self._earlier
         self._earlier.clear()
+        self.checked_graph = None
         counted = with_source_partitions(self._transformations[index], self.max_parallelism)
         return self._with(index, counted)  # the job's only DataFrame source: nothing else counted
 
