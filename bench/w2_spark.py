@@ -36,6 +36,7 @@ from timing import local_session, timed
 from flintlock import OneInputStreamOperator, StreamExecutionEnvironment
 
 cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # bench/profile_stages.py imports it
 COUNT_SCHEMA = pa.schema([("rows", pa.int64())])
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flintlock.core.api.functions import (
     CoProcessFunction,
@@ -28,7 +29,7 @@ from flintlock.core.runtime.operator import (
     TwoInputStreamOperator,
     UdfOperatorMixin,
 )
-from flintlock.core.runtime.records import rows_of
+from flintlock.core.runtime.records import column_values, rows_of
 from flintlock.core.runtime.row_output import FusedRowsMixin, RowOutputMixin, RowStage
 from flintlock.core.runtime.timers import TimeDomain
 
@@ -124,13 +125,22 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
             self.emit_empty()
             return
         leading = []
-        if self.key_selector is not None:
-            keys = self.key_selector.keys(batch)
+        columns = None
+        selector = self.key_selector
+        if isinstance(selector, ColumnKey) and selector.column in batch.schema.names:
+            # the key column's values are the keys: taken once, checked per distinct key
+            columns = list(map(column_values, batch.columns))
+            index = batch.schema.get_field_index(selector.column)
+            distinct = column_values(pc.unique(batch.column(index)))
+            self.context.keyed_backend.check_keys(distinct)  # type: ignore[union-attr]
+            leading.append(columns[index])
+        elif selector is not None:
+            keys = selector.keys(batch)
             self.context.keyed_backend.check_keys(keys)  # type: ignore[union-attr]
             leading.append(keys)
         if self.timestamp_column is not None:
             leading.append(event_times(batch, self.timestamp_column))
-        self.fused_rows().run_batch(batch, *leading)
+        self.fused_rows().run_batch(batch, *leading, columns=columns)
 
     def row_leading(self) -> tuple[str, ...]:
         """What a fused run takes per record besides the row: the key, the timestamp."""
@@ -143,8 +153,9 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
         return self.key_selector is None and self.timestamp_column is None
 
     def emits_rows(self) -> bool:
-        """Without a declared schema (that would cast), collected rows may go on as they are."""
-        return self.output_schema is None
+        """Collected rows may go on as they are: without a declared schema always, with one
+        per flush where they already have its types (``RowBatchBuilder.passes_as_rows``)."""
+        return True
 
     def row_stage(self) -> RowStage:
         """This process as the last step of a fused run (unkeyed, no timestamp column)."""

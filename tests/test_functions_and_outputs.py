@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -12,10 +13,13 @@ from flintlock import (
     LifecycleError,
     MapFunction,
     OneInputStreamOperator,
+    ProcessFunction,
     SchemaMismatchError,
     SinkFunction,
 )
+from flintlock.core.runtime.row_batches import RowBatchBuilder
 from flintlock.operators.basic import FilterOperator, FlatMapOperator, MapOperator
+from flintlock.operators.process import ProcessOperator
 from flintlock.operators.sink import SinkOperator
 from flintlock.testing import OneInputHarness
 
@@ -141,3 +145,89 @@ def test_epoch_end_does_not_finish_a_sink() -> None:
     harness.process_records([{"v": 1}])
     harness.checkpoint(1)
     assert not sink.finished
+
+
+DECLARED = pa.schema([("a", pa.int64()), ("b", pa.string())])
+
+
+@pytest.mark.parametrize(
+    ("row", "detail"),
+    [
+        ({"a": 1, "b": "x", "c": 3}, "unexpected column(s) ['c']"),
+        ({"a": 1}, "missing column(s) ['b']"),
+        ({"a": 1, "z": "x"}, "missing column(s) ['b']"),
+        (["a", "b"], "produced list"),
+    ],
+)
+def test_declared_output_rows_that_do_not_fit_name_the_operator(row: object, detail: str) -> None:
+    class Emit(ProcessFunction):
+        output_schema = DECLARED
+
+        def process_element(self, value, ctx, out):  # type: ignore[no-untyped-def]
+            out.collect({"a": 1, "b": "ok"})
+            out.collect(row)
+
+    harness = OneInputHarness(ProcessOperator(Emit(), name="emit"))
+    with pytest.raises(LifecycleError) as caught:
+        harness.process_records([{"v": 1}])
+    message = str(caught.value.__cause__)
+    assert isinstance(caught.value.__cause__, SchemaMismatchError)
+    assert "operator 'emit'" in message and detail in message
+
+
+def test_declared_output_batches_equal_from_pylist() -> None:
+    schema = pa.schema(
+        [
+            ("n", pa.int32()),
+            ("s", pa.string()),
+            ("l", pa.list_(pa.int64())),
+            ("t", pa.struct([("x", pa.float64())])),
+        ]
+    )
+    rows = [
+        {"n": 1, "s": "a", "l": [1, 2], "t": {"x": 0.5}},
+        {"t": None, "l": None, "s": None, "n": None},  # another key order, nulls
+        {"n": -7, "s": "ü", "l": [], "t": {"x": 2.0}},
+    ]
+    builder = RowBatchBuilder("emit", schema)
+    assert builder.build(rows).equals(pa.RecordBatch.from_pylist(rows, schema=schema))
+
+
+def test_declared_rows_go_on_as_they_are_only_where_the_batch_would_not_change_them() -> None:
+    schema = pa.schema([("x", pa.float64()), ("n", pa.int32())])
+    collected: list[dict[str, object]] = []
+
+    class Emit(ProcessFunction):
+        output_schema = schema
+
+        def process_element(self, value, ctx, out):  # type: ignore[no-untyped-def]
+            row = cases[value["case"]]
+            collected.append(row)
+            out.collect(row)
+
+    def show(row):  # type: ignore[no-untyped-def]
+        same = any(row is emitted for emitted in collected)
+        return {"seen": f"{row['x']!r},{row['n']!r},{'same' if same else 'rebuilt'}"}
+
+    cases = [
+        {"x": 1.5, "n": 3},  # already float64 / int32 values: taken as they are
+        {"x": 2, "n": 4},  # an int in a float64 column: cast, the next function sees 2.0
+        {"x": 1.0, "n": np.int64(5)},  # a numpy int: the next function sees a Python int
+        {"n": None, "x": None},  # nulls in nullable columns, another key order
+    ]
+    harness = OneInputHarness(ProcessOperator(Emit(), name="emit"), MapOperator(show))
+    for case in range(len(cases)):
+        harness.process_records([{"case": case}])  # one batch, one flush each
+    harness.complete()
+    assert harness.output().column("seen").to_pylist() == [
+        "1.5,3,same",
+        "2.0,4,rebuilt",
+        "1.0,5,rebuilt",
+        "None,None,same",
+    ]
+
+    out_of_range = OneInputHarness(ProcessOperator(Emit(), name="emit"), MapOperator(show))
+    cases.append({"x": 0.5, "n": 2**40})
+    with pytest.raises(LifecycleError) as caught:
+        out_of_range.process_records([{"case": 4}])
+    assert "operator 'emit': column 'n' does not fit its type int32" in str(caught.value.__cause__)

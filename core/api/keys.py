@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from flintlock.core.exchange.key_groups import key_group_of
 from flintlock.core.exchange.murmur import key_groups_of
-from flintlock.core.runtime.records import rows_of
+from flintlock.core.runtime.records import column_values, rows_of
 
 KeyFunction = Callable[[dict[str, Any]], Any]
 
@@ -75,7 +75,7 @@ class ColumnKey(KeySelector):
         return batch.column(self.column)
 
     def keys(self, batch: pa.RecordBatch) -> list[Any]:
-        return batch.column(self.column).to_pylist()
+        return column_values(batch.column(self.column))
 
     def describe(self) -> str:
         return repr(self.column)

@@ -4,6 +4,9 @@ as operator state) while a column of an inferred schema is still null-typed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import itemgetter
+from types import NoneType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -46,6 +49,7 @@ class RowBatchBuilder:
         self.schema = schema
         self.declared = schema is not None
         self._names = frozenset(schema.names) if schema is not None else None
+        self._unchanged = _unchanged_checks(schema) if schema is not None else None
         self._unresolved: frozenset[str] = frozenset()
         self.held: list[pa.RecordBatch] = []
         self._held_rows = 0
@@ -59,11 +63,37 @@ class RowBatchBuilder:
             self.schema, self._names = batch.schema, frozenset(batch.schema.names)
             self._unresolved = _null_columns(batch.schema)
             return self._hold_or_release(batch) if self._unresolved else batch
-        self._check_columns(rows, self._names)
         if self._unresolved:
+            self._check_columns(rows, self._names)
             self._resolve(rows)
             return self._hold_or_release(self._with_schema(rows))
         return self._with_schema(rows)
+
+    def passes_as_rows(self, rows: list[dict[str, Any]]) -> bool:
+        """True if ``rows`` (not empty) would come back from a batch of the declared schema
+        as they are: dicts with exactly its columns, each value of the Python type its
+        column gives back (an int within the integer type's range, a float for float64, a
+        str, bytes or bool; None where the field is nullable). Then a next per-record
+        function may take them without the batch; key order stays the function's own."""
+        checks = self._unchanged
+        if checks is None:
+            return False
+        try:
+            if set(map(type, rows)) != {dict} or set(map(len, rows)) != {len(checks)}:
+                return False
+            for take, kinds, bounds in checks:
+                values = list(map(take, rows))
+                found = set(map(type, values))
+                if not found <= kinds:
+                    return False
+                if bounds is not None:
+                    if NoneType in found:
+                        values = [value for value in values if value is not None]
+                    if values and not (bounds[0] <= min(values) and max(values) <= bounds[1]):
+                        return False
+        except KeyError:
+            return False
+        return True
 
     def check_rows(self, rows: list[dict[str, Any]]) -> None:
         """Check rows that go on as they are (to a next per-record function): dicts with
@@ -79,13 +109,21 @@ class RowBatchBuilder:
         """Every row has exactly ``names`` as keys iff all have that many keys and no key
         falls outside them: two C-level passes instead of a comparison per row."""
         try:
-            fits = set(map(len, rows)) == {len(names)} and set().union(*rows) == names
+            fits = (
+                set(map(type, rows)) == {dict}
+                and set(map(len, rows)) == {len(names)}
+                and set().union(*rows) == names
+            )
         except TypeError:  # a row that is not a dict
             fits = False
         if not fits:
-            for row in rows:
-                if not isinstance(row, dict) or row.keys() != names:
-                    self._raise_for_columns(row)
+            self._raise_for_misfit(rows, names)
+
+    def _raise_for_misfit(self, rows: list[dict[str, Any]], names: Any) -> None:
+        """Raise for the first row that is not a dict with exactly ``names`` as keys."""
+        for row in rows:
+            if not isinstance(row, dict) or row.keys() != names:
+                self._raise_for_columns(row)
 
     def empty(self) -> pa.RecordBatch | None:
         """An empty batch of the declared schema (so an empty input keeps it), else None."""
@@ -135,10 +173,28 @@ class RowBatchBuilder:
     # ---- internals ----
 
     def _with_schema(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+        """``RecordBatch.from_pylist(rows, schema)`` once the rows are known to have exactly
+        the schema's columns: each column taken by a C-level ``map(itemgetter)``."""
+        assert self.schema is not None
+        columns = self._columns_of(rows)
         try:
-            return pa.RecordBatch.from_pylist(rows, schema=self.schema)
+            return pa.RecordBatch.from_arrays(columns, schema=self.schema)
         except ARROW_ERRORS as error:
             raise self._locate(rows, error) from error
+
+    def _columns_of(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
+        """The schema's columns of ``rows``, which must have exactly its names as keys: as
+        many keys as names and every name found means no other key (one pass for the
+        lengths; a missing name or a row that is not a mapping fails in the take)."""
+        assert self.schema is not None
+        names = self.schema.names
+        try:
+            if set(map(len, rows)) == {len(names)}:
+                return [list(map(itemgetter(name), rows)) for name in names]
+        except (KeyError, TypeError):
+            pass
+        self._raise_for_misfit(rows, self._names)  # raises, naming the row that does not fit
+        return [list(map(itemgetter(name), rows)) for name in names]  # dict subclasses
 
     def _resolve(self, rows: list[dict[str, Any]]) -> None:
         """Give still null-typed columns the type of their first values in ``rows``."""
@@ -234,6 +290,35 @@ class RowBatchBuilder:
                     "to choose it",
                 )
         return SchemaMismatchError(f"operator '{self.operator_name}': {error}")
+
+
+UnchangedCheck = tuple[Callable[[dict[str, Any]], Any], frozenset[type], tuple[int, int] | None]
+
+
+def _unchanged_checks(schema: pa.Schema) -> list[UnchangedCheck] | None:
+    """Per field: its value taker, the Python types that come back from its Arrow type as
+    they went in, and an integer type's bounds; None if a field's type has no such check."""
+    checks = []
+    for field in schema:
+        kind, bounds = field.type, None
+        if pat.is_integer(kind):
+            bits, signed = kind.bit_width, pat.is_signed_integer(kind)
+            kinds: set[type] = {int}
+            bounds = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+        elif pat.is_float64(kind):
+            kinds = {float}
+        elif pat.is_boolean(kind):
+            kinds = {bool}
+        elif pat.is_string(kind) or pat.is_large_string(kind):
+            kinds = {str}
+        elif pat.is_binary(kind) or pat.is_large_binary(kind):
+            kinds = {bytes}
+        else:
+            return None
+        if field.nullable:
+            kinds.add(NoneType)
+        checks.append((itemgetter(field.name), frozenset(kinds), bounds))
+    return checks
 
 
 def _null_columns(schema: pa.Schema) -> frozenset[str]:

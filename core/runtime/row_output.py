@@ -56,12 +56,17 @@ class RowsOutput(ChainingOutput):
 
 def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[dict[str, Any]]) -> None:
     """Emit ``rows`` of a per-record function: as they are if the next operator takes
-    rows and no output schema is declared (its values would be cast), else as a batch."""
-    if output.takes_rows and not builder.declared:
-        if rows:
-            builder.check_rows(rows)
+    rows and either no output schema is declared or the rows would come back from its
+    batch unchanged (``passes_as_rows``); else as a batch (values cast to the schema)."""
+    if output.takes_rows:
+        if not builder.declared:
+            if rows:
+                builder.check_rows(rows)
+                output.emit_rows(rows)
+            return
+        if rows and builder.passes_as_rows(rows):
             output.emit_rows(rows)
-        return
+            return
     batch = builder.build(rows)
     if batch is not None:
         output.emit(batch)
@@ -120,12 +125,20 @@ class FusedRows:
         self._loops: dict[tuple[str, ...] | None, Any] = {}
         self._lines: dict[str, dict[int, int]] = {}
 
-    def run_batch(self, batch: pa.RecordBatch, *leading: list[Any]) -> None:
+    def run_batch(
+        self,
+        batch: pa.RecordBatch,
+        *leading: list[Any],
+        columns: list[list[Any]] | None = None,
+    ) -> None:
         """Every record of ``batch`` (not empty) through the run; ``leading`` are the
-        per-record lists the head asks for (``row_leading``: keys, timestamps)."""
+        per-record lists the head asks for (``row_leading``: keys, timestamps); ``columns``
+        the batch's values if the head took them already."""
         names = tuple(batch.schema.names)
         loop = self._loops.get(names) or self._compile(names)
-        self._run(loop, batch.num_rows, *leading, *map(column_values, batch.columns))
+        if columns is None:
+            columns = list(map(column_values, batch.columns))
+        self._run(loop, batch.num_rows, *leading, *columns)
 
     def run_rows(self, rows: list[dict[str, Any]]) -> None:
         """Every row of ``rows`` (not empty) through the run."""
