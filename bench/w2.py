@@ -8,12 +8,17 @@ is checked against the dict loop's.
 
     python bench/w2.py [--rows 2000000] [--keys 10000] [--backends hashmap,sqlite]
     python bench/w2.py --spark [--rows 4000000] [--runs 5]
+    python bench/w2.py --chain [--rows 1000000] [--runs 9]
 
 ``--spark``: W2 per record on local Spark at parallelism 2 (a DataFrame source, key_by k,
 the KeyedProcessFunction, then a per-record check that keeps each key's last total), against
 raw PySpark ``repartition(k)`` + ``mapInArrow`` running the same dict loop per record
 (output rows built, then the same check), interleaved, median of ``--runs``; both answer
 (rows, sum of final totals), which must equal (rows, sum of v).
+
+``--chain``: what that job's keyed stage runs in Python, in-process on one core: the
+RunningSum -> LastTotals chain in a harness against raw's Python stage (``raw_work``) on
+the same batches, interleaved; both answers must agree.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from state_functions import RUNNING_SUM_SCHEMA, BatchRunningSum, RunningSum, run
 
 from flintlock import ProcessFunction, StreamExecutionEnvironment
 from flintlock.operators.batch_process import KeyedBatchProcessOperator
-from flintlock.operators.process import KeyedProcessOperator
+from flintlock.operators.process import KeyedProcessOperator, ProcessOperator
 from flintlock.testing import OneInputHarness
 
 BATCH = 65536
@@ -131,25 +136,65 @@ def flintlock_spark(spark: Any, frame: Any, scratch: str) -> tuple[int, int]:
     return sum(table.column("rows").to_pylist()), sum(table.column("sum").to_pylist())
 
 
+def raw_work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Raw's Python stage: the dict loop per record, its rows as a batch, then the check."""
+    totals: dict[int, int] = {}
+    rows, last = 0, {}
+    for batch in batches:
+        out = []
+        for row in batch.to_pylist():
+            total = totals.get(row["k"], 0) + row["v"]
+            totals[row["k"]] = total
+            out.append({"i": row["i"], "k": row["k"], "total": total})
+        for row in pa.RecordBatch.from_pylist(out, schema=RUNNING_SUM_SCHEMA).to_pylist():
+            rows += 1
+            last[row["k"]] = row["total"]
+    yield pa.record_batch([[rows], [sum(last.values())]], names=["rows", "sum"])
+
+
 def raw_spark(frame: Any) -> tuple[int, int]:
     """The baseline: repartition(k) + mapInArrow, the same dict loop and check per record."""
-
-    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        totals: dict[int, int] = {}
-        rows, last = 0, {}
-        for batch in batches:
-            out = []
-            for row in batch.to_pylist():
-                total = totals.get(row["k"], 0) + row["v"]
-                totals[row["k"]] = total
-                out.append({"i": row["i"], "k": row["k"], "total": total})
-            for row in pa.RecordBatch.from_pylist(out, schema=RUNNING_SUM_SCHEMA).to_pylist():
-                rows += 1
-                last[row["k"]] = row["total"]
-        yield pa.record_batch([[rows], [sum(last.values())]], names=["rows", "sum"])
-
-    table = frame.repartition(2, "k").mapInArrow(work, "rows long, sum long").toArrow()
+    table = frame.repartition(2, "k").mapInArrow(raw_work, "rows long, sum long").toArrow()
     return sum(table.column("rows").to_pylist()), sum(table.column("sum").to_pylist())
+
+
+def keyed_chain(batches: list[pa.RecordBatch]) -> tuple[int, int]:
+    """What the keyed stage of ``flintlock_spark`` runs, in-process: RunningSum -> LastTotals."""
+    harness = OneInputHarness(
+        KeyedProcessOperator(RunningSum(), key_column="k"), ProcessOperator(LastTotals())
+    )
+    for batch in batches:
+        harness.process_batch(batch)
+    harness.complete()
+    (row,) = harness.output_rows()
+    return row["rows"], row["sum"]
+
+
+def main_chain(rows: int, keys: int, runs: int) -> None:
+    """The keyed stage's Python work in-process: flintlock's chain against raw's."""
+    batches = data(rows, keys).to_batches(max_chunksize=BATCH)
+    variants: dict[str, Callable[[], tuple[int, int]]] = {
+        "raw's Python stage (baseline)": lambda: tuple(
+            next(raw_work(iter(batches))).to_pylist()[0].values()
+        ),
+        "flintlock RunningSum -> LastTotals": lambda: keyed_chain(batches),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    answers = set()
+    for _ in range(runs):  # interleaved
+        for name, run in variants.items():
+            gc.collect()
+            started = time.perf_counter()
+            answers.add(run())
+            seconds[name].append(time.perf_counter() - started)
+    if len(answers) != 1:
+        raise SystemExit(f"the two disagree: {answers}")
+    print(f"W2 per record's keyed stage in-process, {rows:,} rows, {keys:,} keys, median of {runs}")
+    base = sorted(seconds["raw's Python stage (baseline)"])[runs // 2]
+    for name, times in seconds.items():
+        median = sorted(times)[runs // 2]
+        rate, ratio = rows / median / 1e6, base / median
+        print(f"{name:<38}{median:>8.3f} s{rate:>8.2f} M rec/s{ratio:>7.2f}x")
 
 
 def main_spark(rows: int, keys: int, runs: int) -> None:
@@ -184,10 +229,16 @@ def main() -> None:
     parser.add_argument("--backends", default="hashmap,sqlite")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="per record on local Spark")
+    parser.add_argument(
+        "--chain", action="store_true", help="the Spark keyed stage's Python work, in-process"
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     if args.spark:
         main_spark(args.rows, args.keys, args.runs)
+        return
+    if args.chain:
+        main_chain(args.rows, args.keys, args.runs)
         return
     table = data(args.rows, args.keys)
     variants: list[tuple[str, Callable[[pa.Table], np.ndarray]]] = [
