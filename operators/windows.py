@@ -95,7 +95,6 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         if not batch.num_rows:
             self.emit_empty()
             return
-        rows = rows_of(batch)
         if self._shape is not None:
             keys = self.key_selector.keys(batch)
             groups = group_batch(
@@ -109,11 +108,12 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             )
             if groups is not None:
                 self.batches_grouped += 1
-                self._add_groups(groups, rows, keys)
+                self._add_groups(groups, batch, keys)
                 if groups.late.any():
                     self._late(batch, np.flatnonzero(groups.late).tolist())
                 self._flush()
                 return
+        rows = rows_of(batch)
         if self.event_time:
             stamps = event_times(batch, self.timestamp_column)  # type: ignore[arg-type]
         else:  # processing time: every row of the batch arrives now
@@ -135,7 +135,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
             self._late(batch, late)
         self._flush()
 
-    def _add_groups(self, groups: BatchGroups, rows: list[Row], keys: list[Any]) -> None:
+    def _add_groups(self, groups: BatchGroups, batch: pa.RecordBatch, keys: list[Any]) -> None:
         """Add a batch's rows group by group: one state read and write and one timer
         registration per (key, window), none per row (none of the windows fires)."""
         backend = self.context.keyed_backend
@@ -147,7 +147,13 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         register = self.timer_service().register_event_time_timer_for
         size, lateness = self._shape[0], self.allowed_lateness  # type: ignore[index]
         bounds = groups.bounds
-        ordered = [rows[index] for index in groups.rows]  # each group's rows, in row order
+        # each group's rows, in row order: a row is in one group of tumbling windows, so
+        # Arrow takes them in that order before the dicts are built (no Python reorder)
+        if size == self._shape[1]:  # type: ignore[index]
+            ordered = rows_of(batch.take(pa.array(groups.rows, pa.int64())))
+        else:
+            rows = rows_of(batch)
+            ordered = [rows[index] for index in groups.rows]
         members = groups.rows
         group_keys = [keys[members[lo]] for lo in bounds[:-1]]
         backend.check_keys(group_keys)  # type: ignore[union-attr]  # once per batch
