@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.types as pat
 
 from flintlock.core.api.functions import (
     CoProcessFunction,
@@ -127,10 +128,10 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
         leading = []
         columns = None
         selector = self.key_selector
-        if isinstance(selector, ColumnKey) and selector.column in batch.schema.names:
+        index = _plain_key_index(batch, selector)
+        if index is not None:
             # the key column's values are the keys: taken once, checked per distinct key
             columns = list(map(column_values, batch.columns))
-            index = batch.schema.get_field_index(selector.column)
             distinct = column_values(pc.unique(batch.column(index)))
             self.context.keyed_backend.check_keys(distinct)  # type: ignore[union-attr]
             leading.append(columns[index])
@@ -160,6 +161,28 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
     def row_stage(self) -> RowStage:
         """This process as the last step of a fused run (unkeyed, no timestamp column)."""
         return RowStage("process", self.function.process_element, self)
+
+
+def _plain_key_index(batch: pa.RecordBatch, selector: KeySelector | None) -> int | None:
+    """The index of a column key's column when its values are plain ints, bools, strings
+    or bytes (Arrow finds their distinct values); None otherwise."""
+    if not isinstance(selector, ColumnKey):
+        return None
+    index = batch.schema.get_field_index(selector.column)  # -1: missing or not unique
+    if index < 0:
+        return None
+    kind = batch.schema.field(index).type
+    return index if any(is_type(kind) for is_type in _PLAIN_KEY_TYPES) else None
+
+
+_PLAIN_KEY_TYPES = (
+    pat.is_integer,
+    pat.is_boolean,
+    pat.is_string,
+    pat.is_large_string,
+    pat.is_binary,
+    pat.is_large_binary,
+)
 
 
 class KeyedProcessOperator(ProcessOperator):

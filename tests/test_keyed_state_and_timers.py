@@ -174,3 +174,27 @@ def test_operator_list_state_survives_restore() -> None:
     again.process_records([{"v": 3}])
     again.complete(2)
     assert again.output_rows() == [{"sizes": [2, 1]}]
+
+
+@pytest.mark.parametrize("encoding", ["plain", "dictionary"])
+def test_a_key_column_of_any_encoding_keys_state_and_refuses_foreign_keys(encoding: str) -> None:
+    # plain key columns take Arrow's distinct values for the key-group check, others
+    # (here dictionary-encoded) the per-row keys: the same state, the same refusal
+    def batch_of(triples: list[tuple[str, int, int]]) -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_pylist(rows(*triples))
+        if encoding == "dictionary":
+            keys = batch.column("k").dictionary_encode()
+            batch = batch.set_column(0, "k", keys)
+        return batch
+
+    harness = OneInputHarness(summing())
+    harness.process_batch(batch_of([("a", 1, 0), ("b", 5, 2), ("a", 2, 4)]))
+    harness.process_watermark(20)
+    assert sorted((r["k"], r["total"]) for r in harness.output_rows()) == [("a", 3), ("b", 5)]
+    foreign = next(
+        k for k in (f"k{i}" for i in range(100)) if subtask_for_key_group(key_group_of(k), 2, 128)
+    )
+    half = OneInputHarness(summing(), parallelism=2, subtask_index=0)
+    with pytest.raises(LifecycleError) as caught:
+        half.process_batch(batch_of([(foreign, 1, 0)]))
+    assert "not in this subtask's 0..63" in str(caught.value.__cause__)

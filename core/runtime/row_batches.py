@@ -106,8 +106,9 @@ class RowBatchBuilder:
         self._check_columns(rows, names)
 
     def _check_columns(self, rows: list[dict[str, Any]], names: Any) -> None:
-        """Every row has exactly ``names`` as keys iff all have that many keys and no key
-        falls outside them: two C-level passes instead of a comparison per row."""
+        """Every row is a dict with exactly ``names`` as keys iff all are dicts, all have
+        that many keys and no key falls outside them: C-level passes, not a comparison per
+        row (a row of a dict subclass takes the per-row check)."""
         try:
             fits = (
                 set(map(type, rows)) == {dict}
