@@ -24,6 +24,7 @@ from flintlock.core.api.functions import (
 from flintlock.core.api.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
 from flintlock.core.api.side_outputs import SideOutputCollector
 from flintlock.core.api.watermarks import event_times
+from flintlock.core.exchange.murmur import is_key_type
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import (
     OneInputStreamOperator,
@@ -172,17 +173,8 @@ def _plain_key_index(batch: pa.RecordBatch, selector: KeySelector | None) -> int
     if index < 0:
         return None
     kind = batch.schema.field(index).type
-    return index if any(is_type(kind) for is_type in _PLAIN_KEY_TYPES) else None
-
-
-_PLAIN_KEY_TYPES = (
-    pat.is_integer,
-    pat.is_boolean,
-    pat.is_string,
-    pat.is_large_string,
-    pat.is_binary,
-    pat.is_large_binary,
-)
+    plain = is_key_type(kind) and not (pat.is_dictionary(kind) or pat.is_struct(kind))
+    return index if plain else None
 
 
 class KeyedProcessOperator(ProcessOperator):
