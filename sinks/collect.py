@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from flintlock.core.api.sink import CommitContext, SinkWriterContext, TwoPhaseCommitSink
-from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
+from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder, safe_name
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.job_errors import CheckpointError, CommittableError
 
@@ -140,10 +140,7 @@ class CollectSink(TwoPhaseCommitSink):
         """Delete staged files of this sink and job that no completed checkpoint references."""
         storage = context.storage
         kept = {file["path"] for file in keep}
-        selector = pafs.FileSelector(
-            self.staging_dir(storage, context.job_name), allow_not_found=True
-        )
-        for info in storage.filesystem.get_file_info(selector):
+        for info in list_folder(storage.filesystem, self.staging_dir(storage, context.job_name)):
             if info.type == pafs.FileType.File and info.path not in kept:
                 storage.filesystem.delete_file(info.path)
 

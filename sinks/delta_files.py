@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.plugin_api import CommitContext, CommittableError
 from flintlock.sinks.optional import require
 
@@ -230,10 +231,9 @@ def delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
 
 def list_data_files(filesystem: pafs.FileSystem, root: str) -> list[tuple[str, str]]:
     """Every file in a table's folder but its log: relative path and base name."""
-    selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
     return [
         (info.path[len(root) + 1 :], info.base_name)
-        for info in filesystem.get_file_info(selector)
+        for info in list_folder(filesystem, root, recursive=True)
         if info.type == pafs.FileType.File
         and not info.path[len(root) + 1 :].startswith("_delta_log/")
     ]

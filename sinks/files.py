@@ -30,6 +30,7 @@ from flintlock.core.api.sink import (
     SinkWriterContext,
     TwoPhaseCommitSink,
 )
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.job_errors import CommittableError, SinkOutputError
 
@@ -250,9 +251,8 @@ class FileSink(TwoPhaseCommitSink):
         filesystem, base = self.filesystem()
         staging_dir = self._staging_dir(base, context.job_id)
         kept = {file["staging"] for file in keep}
-        selector = pafs.FileSelector(staging_dir, allow_not_found=True)
         left = False
-        for info in filesystem.get_file_info(selector):
+        for info in list_folder(filesystem, staging_dir):
             if info.type == pafs.FileType.File and info.path not in kept:
                 filesystem.delete_file(info.path)
             else:
@@ -263,10 +263,9 @@ class FileSink(TwoPhaseCommitSink):
     def committed_files(self) -> list[str]:
         """Final Parquet files in the sink's folder, sorted."""
         filesystem, base = self.filesystem()
-        selector = pafs.FileSelector(base, allow_not_found=True)
         return sorted(
             info.path
-            for info in filesystem.get_file_info(selector)
+            for info in list_folder(filesystem, base)
             if info.type == pafs.FileType.File and re.search(r"/part-[^/]*\.parquet$", info.path)
         )
 
@@ -274,10 +273,9 @@ class FileSink(TwoPhaseCommitSink):
 
     def _data_files(self, filesystem: pafs.FileSystem, base: str) -> list[str]:
         """Files a reader of ``path`` sees (none under a ``_`` or ``.`` name), sorted."""
-        selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
         return sorted(
             info.path
-            for info in filesystem.get_file_info(selector)
+            for info in list_folder(filesystem, base, recursive=True)
             if info.type == pafs.FileType.File
             and not any(part[:1] in "_." for part in info.path[len(base) + 1 :].split("/"))
         )
@@ -297,9 +295,8 @@ class FileSink(TwoPhaseCommitSink):
         return f"{base}/{REGISTRY}/{job_id or 'local'}.json"
 
     def _writers_of(self, filesystem: pafs.FileSystem, base: str, data: list[str]) -> str:
-        selector = pafs.FileSelector(f"{base}/{REGISTRY}", allow_not_found=True)
         owners = []
-        for info in filesystem.get_file_info(selector):
+        for info in list_folder(filesystem, f"{base}/{REGISTRY}"):
             document = _read_json(filesystem, info.path)
             if any(f"/part-{run}-" in path for run in document.get("run_ids", []) for path in data):
                 owners.append(_describe(document))
@@ -308,13 +305,11 @@ class FileSink(TwoPhaseCommitSink):
     def _other_pending_jobs(self, filesystem: pafs.FileSystem, base: str, job_id: str) -> list[str]:
         """Other jobs whose staging folder in ``path`` holds files (a commit may follow)."""
         pending = []
-        for info in filesystem.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+        for info in list_folder(filesystem, base):
             if info.type != pafs.FileType.Directory or not info.base_name.startswith("_staging-"):
                 continue
             other = info.base_name.removeprefix("_staging-")
-            if other == (job_id or "local") or not filesystem.get_file_info(
-                pafs.FileSelector(info.path)
-            ):
+            if other == (job_id or "local") or not list_folder(filesystem, info.path):
                 continue
             registry = self._registry_file(base, other)
             pending.append(

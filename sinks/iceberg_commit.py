@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.plugin_api import CommitContext, CommitError, FlintlockError, SinkOutputError
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
@@ -206,7 +207,7 @@ class IcebergCommitter:
         newest = last["checkpoint_id"] if last is not None else -1
         filesystem, to_path = self.filesystem()
         base = to_path(self.job_folder(context.job_id, context.sink_uid))
-        for info in filesystem.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+        for info in list_folder(filesystem, base):
             found = re.fullmatch(r"chk-(\d+)", info.base_name)
             if found and info.type == pafs.FileType.Directory and int(found[1]) > newest:
                 self._remove_files(context, int(found[1]), keep)
@@ -220,7 +221,7 @@ class IcebergCommitter:
         )
         kept = {to_path(file["path"]) for file in keep}
         left = False
-        for info in filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        for info in list_folder(filesystem, folder):
             if info.type == pafs.FileType.File and info.path not in kept:
                 filesystem.delete_file(info.path)
             else:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.job_errors import CheckpointError
 
 COMMITS = "_commits"
@@ -49,9 +50,8 @@ class CommitLog:
     def committed_ids(self) -> list[int]:
         """Every recorded checkpoint id, ascending (listed once, then kept up to date)."""
         if self._ids is None:
-            selector = pafs.FileSelector(self.directory, allow_not_found=True)
             ids = []
-            for info in self.storage.filesystem.get_file_info(selector):
+            for info in list_folder(self.storage.filesystem, self.directory):
                 match = ENTRY.fullmatch(info.base_name)
                 if match is not None and info.type == pafs.FileType.File:
                     ids.append(int(match.group(1)))

@@ -14,6 +14,7 @@ from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.commit_log import CommitLog
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path, resolve_path
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
 
 METADATA = "_metadata.json"
@@ -256,8 +257,7 @@ class CheckpointCoordinator:
                 checkpoint = self._read(int(match.group(1)), info.path)
                 needed.setdefault(checkpoint.run_id, set()).add(info.base_name)
         removed = []
-        selector = pafs.FileSelector(self.folder.path, allow_not_found=True)
-        for run in self.storage.filesystem.get_file_info(selector):
+        for run in list_folder(self.storage.filesystem, self.folder.path):
             if run.type != pafs.FileType.Directory or not RUN_FOLDER.fullmatch(run.base_name):
                 continue
             if run.base_name == current_run_id:
@@ -266,8 +266,7 @@ class CheckpointCoordinator:
                 self.storage.delete_dir(run.path)
                 removed.append(run.path)
                 continue
-            inside = pafs.FileSelector(run.path)
-            for entry in self.storage.filesystem.get_file_info(inside):
+            for entry in list_folder(self.storage.filesystem, run.path):
                 if entry.base_name not in needed[run.base_name]:
                     if entry.type == pafs.FileType.Directory:
                         self.storage.delete_dir(entry.path)
@@ -277,8 +276,7 @@ class CheckpointCoordinator:
         return removed
 
     def _entries(self) -> list[pafs.FileInfo]:
-        selector = pafs.FileSelector(self.directory, allow_not_found=True)
-        return list(self.storage.filesystem.get_file_info(selector))
+        return list(list_folder(self.storage.filesystem, self.directory))
 
     def latest(self) -> CompletedCheckpoint | None:
         """The completed checkpoint with the highest id, if any.
@@ -286,9 +284,8 @@ class CheckpointCoordinator:
         Anything in the checkpoints folder that is not a ``chk-<id>`` folder, and metadata
         that is damaged or of another job, is a CheckpointError naming the file: a
         checkpoint is never skipped silently (an older one would re-run committed data)."""
-        selector = pafs.FileSelector(self.directory, allow_not_found=True)
         ids = []
-        for info in self.storage.filesystem.get_file_info(selector):
+        for info in list_folder(self.storage.filesystem, self.directory):
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
             if match is None or info.type != pafs.FileType.Directory:
                 raise CheckpointError(

@@ -18,7 +18,7 @@ from flintlock.core.checkpoint.coordinator import CHECKPOINT_FOLDER, COMMITTED, 
 from flintlock.core.checkpoint.job_folder import IDENTITY
 from flintlock.core.checkpoint.paths import parent_folder, resolve_path
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
-from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.job_errors import CheckpointError
 
 
@@ -207,9 +207,8 @@ def list_checkpoints(path: str) -> list[CheckpointSummary]:
 def list_job_checkpoints(storage: CheckpointStorage, job_folder: str) -> list[CheckpointSummary]:
     """The checkpoints of one job folder, by id; anything else there is an error naming it."""
     directory = f"{job_folder}/checkpoints"
-    selector = pafs.FileSelector(directory, allow_not_found=True)
     found = []
-    for info in storage.filesystem.get_file_info(selector):
+    for info in list_folder(storage.filesystem, directory):
         match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
         if match is None or info.type != pafs.FileType.Directory:
             raise CheckpointError(f"{info.path} does not belong in a checkpoints folder")

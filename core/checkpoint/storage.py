@@ -28,6 +28,27 @@ def safe_name(name: str) -> str:
     return "%2E" + encoded[1:] if encoded.startswith(".") else encoded
 
 
+LISTING_TRIES = 20
+"""Listings of a folder that changes while Arrow lists it, before the error is kept."""
+
+
+def list_folder(
+    filesystem: pafs.FileSystem, folder: str, *, recursive: bool = False
+) -> list[pafs.FileInfo]:
+    """What is in ``folder`` (nothing if there is no such folder).
+
+    Arrow's listing raises FileNotFoundError when a folder it lists appears or vanishes
+    meanwhile: another process's first file in it, or a removal (another job's staging
+    folder, say). Such a listing is taken again; the folder is then there or not."""
+    selector = pafs.FileSelector(folder, allow_not_found=True, recursive=recursive)
+    for _ in range(LISTING_TRIES - 1):
+        try:
+            return filesystem.get_file_info(selector)
+        except FileNotFoundError:
+            continue  # the folder changed while listed: list it again
+    return filesystem.get_file_info(selector)
+
+
 class CheckpointStorage:
     """Reads and writes snapshot files under ``base_path`` of a pyarrow file system."""
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.lease import LeaseHolder, read_holder
 from flintlock.core.job_errors import CheckpointError, JobControlError
@@ -160,10 +161,9 @@ class JobControl:
     # ---- the job master's side ----
 
     def _files(self) -> list[str]:
-        selector = pafs.FileSelector(self.directory, allow_not_found=True)
         return sorted(
             info.base_name
-            for info in self.storage.filesystem.get_file_info(selector)
+            for info in list_folder(self.storage.filesystem, self.directory)
             if info.type == pafs.FileType.File
         )
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
 
 LEASE = "_lease.json"
@@ -205,9 +205,8 @@ class JobLease:
     def _other_candidates(self) -> list[LeaseHolder]:
         """Live candidates of other drivers (those of dead starts are removed)."""
         directory = f"{self.folder}/{CANDIDATES}"
-        selector = pafs.FileSelector(directory, allow_not_found=True)
         live = []
-        for info in self.storage.filesystem.get_file_info(selector):
+        for info in list_folder(self.storage.filesystem, directory):
             if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
                 continue
             try:

@@ -15,8 +15,7 @@ import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from pyarrow import fs as pafs
-
+from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.errors import FlintlockError
 
 if TYPE_CHECKING:
@@ -140,8 +139,7 @@ def _write(storage: CheckpointStorage, path: str, document: dict[str, Any]) -> N
 
 def _json_files(storage: CheckpointStorage, directory: str) -> list[str]:
     """The ``.json`` files of ``directory`` by name (none if it does not exist)."""
-    selector = pafs.FileSelector(directory, allow_not_found=True)
-    infos = storage.filesystem.get_file_info(selector)
+    infos = list_folder(storage.filesystem, directory)
     return sorted(i.path for i in infos if i.is_file and i.path.endswith(".json"))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.metrics import prometheus
 from flintlock.core.metrics.aggregate import add_epoch, epoch_document, new_totals, run_totals
 
@@ -119,10 +119,9 @@ def read_run_metrics(storage: CheckpointStorage, job_path: str, run_id: str) -> 
     """A run's metrics as ``MetricsRecorder.summary`` gave them, read back from the job's
     folder (empty if the run kept none)."""
     folder = metrics_dir(job_path, run_id)
-    selector = pafs.FileSelector(folder, allow_not_found=True)
     found = sorted(
         (int(match.group(1)), info.path)
-        for info in storage.filesystem.get_file_info(selector)
+        for info in list_folder(storage.filesystem, folder)
         if (match := EPOCH_FILE.fullmatch(info.base_name))
     )
     if not found:
@@ -133,10 +132,9 @@ def read_run_metrics(storage: CheckpointStorage, job_path: str, run_id: str) -> 
 
 def latest_run(storage: CheckpointStorage, job_path: str) -> str | None:
     """The run whose metrics were written last, if any run kept metrics."""
-    selector = pafs.FileSelector(f"{job_path}/{METRICS_DIR}", allow_not_found=True)
     runs = [
         info
-        for info in storage.filesystem.get_file_info(selector)
+        for info in list_folder(storage.filesystem, f"{job_path}/{METRICS_DIR}")
         if info.type == pafs.FileType.Directory
     ]
     if not runs:
