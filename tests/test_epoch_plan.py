@@ -12,6 +12,7 @@ from flintlock.core.errors import ChannelError, FlintlockError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import ACK_VERTEX, MESSAGE_SCHEMA, Kind, check_for_driver
 from flintlock.core.plan.execution import EPOCH_FIELDS
+from flintlock.core.spark.task_plan import encoded_layout, plan_from_property, with_layout
 
 
 def next_epoch(plan, checkpoint_id: int):  # type: ignore[no-untyped-def]
@@ -52,6 +53,32 @@ def test_plans_share_stages_only_within_one_run_layout() -> None:
 def test_a_reused_stage_without_the_epochs_part_is_an_error_not_an_old_epoch() -> None:
     with pytest.raises(FlintlockError, match=r"flintlock\.epoch\.plan"):
         two_vertex_plan().for_epoch(None)
+
+
+def test_a_shared_stage_gets_the_runs_layout_and_the_epochs_part_from_one_property() -> None:
+    template = two_vertex_plan()
+    later = next_epoch(template, 9)
+    layout = encoded_layout(later)  # the layout leaves the epoch part out
+    rebuilt = plan_from_property(with_layout(layout, later.encoded_epoch_part()))
+    for name in EPOCH_FIELDS:
+        assert getattr(rebuilt, name) == getattr(later, name), name
+    assert (rebuilt.job_name, rebuilt.run_id, rebuilt.stage_widths) == (
+        template.job_name,
+        template.run_id,
+        template.stage_widths,
+    )
+    assert [v.name for v in rebuilt.vertices.values()] == [
+        v.name for v in template.vertices.values()
+    ]
+    bare = plan_from_property(with_layout(layout, template.layout_only().encoded_epoch_part()))
+    assert (bare.epoch, bare.restores, bare.snapshot_root) == (0, {}, None)
+
+
+def test_a_shared_stage_without_its_plan_is_an_error_naming_the_property() -> None:
+    layout_only = encoded_layout(two_vertex_plan())
+    for text in (None, "", layout_only):  # none, empty, or an epoch part without layout
+        with pytest.raises(FlintlockError, match=r"no plan in the 'flintlock\.epoch\.plan'"):
+            plan_from_property(text)
 
 
 def messages(dest_vertices: list[int]) -> pa.Table:

@@ -270,8 +270,11 @@ class JobMaster(JobResults):
         if settings is None:
             raise RuntimeError("JobMaster.run_epoch runs only inside JobMaster.execute")
         running = epoch_running(plan.job_name, plan.epoch, plan.run_id)
-        with failures, running as job, settings.epoch(job, plan):
-            messages = self.epoch_frames.frame_for(plan).toArrow()
+        frames = self.epoch_frames
+        with failures, running as job:
+            frame = frames.frame_for(plan)
+            with settings.epoch(job, frames.task_property(plan) if frames.reuse else ""):
+                messages = frame.toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
         self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))

@@ -70,6 +70,10 @@ class ExecutionPlan:
         splits, so cloudpickle, as the stage's closure does; it is never stored)."""
         return base64.b64encode(cloudpickle.dumps(self.epoch_part())).decode("ascii")
 
+    def layout_only(self) -> ExecutionPlan:
+        """This plan without its epoch part: what every epoch of the run shares."""
+        return replace(self, **{name: EMPTY_EPOCH_PART[name] for name in EPOCH_FIELDS})
+
     def for_epoch(self, encoded: str | None) -> ExecutionPlan:
         """In a task: this run's template plan with the epoch's encoded part applied."""
         if encoded is None:
@@ -153,6 +157,18 @@ EPOCH_FIELDS = (
     "finished_subtasks",
 )
 """The fields of ``ExecutionPlan`` that change from one epoch of a run to the next."""
+
+
+EMPTY_EPOCH_PART: dict[str, Any] = {
+    "epoch": 0,
+    "barrier": CheckpointBarrier(0, "checkpoint", True),
+    "restores": {},
+    "source_epochs": {},
+    "snapshot_root": None,
+    "finished_vertices": {},
+    "finished_subtasks": {},
+}
+"""What ``layout_only`` leaves of the epoch part: each task gets the epoch's own."""
 
 
 def channel_key(src_vertex: int, src_subtask: int, dest_vertex: int, dest_subtask: int) -> int:

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from flintlock.core.plan.execution import ExecutionPlan
-
 SAVED_PROPERTIES = (GROUP, DESCRIPTION, INTERRUPT, EPOCH_PROPERTY, OUTPUT_PROPERTY)
 
 
@@ -42,9 +40,10 @@ class RunSettings:
         """What the tasks print() reaches the driver's terminal (local mode only)."""
 
     @contextlib.contextmanager
-    def epoch(self, job: EpochJob, plan: ExecutionPlan) -> Iterator[None]:
-        """Run the block's Spark action as ``job``'s epoch, with ``plan``'s epoch part;
-        then print what its tasks printed, failed or not."""
+    def epoch(self, job: EpochJob, task_property: str) -> Iterator[None]:
+        """Run the block's Spark action as ``job``'s epoch, its tasks reading their part
+        of the plan from ``task_property``; then print what its tasks printed, failed or
+        not."""
         if self.context is None:
             tag = job.group.replace(",", ";")
             self.spark.addTag(tag)
@@ -54,7 +53,7 @@ class RunSettings:
                 self.spark.removeTag(tag)
             return
         self.context.setJobGroup(job.group, job.description)
-        self.context.setLocalProperty(EPOCH_PROPERTY, plan.encoded_epoch_part())
+        self.context.setLocalProperty(EPOCH_PROPERTY, task_property)
         try:
             yield  # the next epoch overwrites both; the run's end puts the thread's back
         finally:

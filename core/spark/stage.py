@@ -28,6 +28,7 @@ from flintlock.core.sources.source import SourceOperator
 from flintlock.core.spark.failures import task_marker_path
 from flintlock.core.spark.sources import bind_partition_input
 from flintlock.core.spark.task_output import captured_stdout
+from flintlock.core.spark.task_plan import plan_from_property
 from flintlock.core.task_info import TaskInfo
 
 
@@ -37,12 +38,13 @@ class StageFunction:
     ``partition_offset`` is where this function's partitions start in the stage (a union
     numbers partitions end to end); subtask = ``partitionId() - offset`` (SPARK_NOTES.md).
     With ``epoch_from_task``, ``plan`` is the run's template and the epoch's part comes
-    from the Spark job's local property (core/spark/epoch_frames.py).
+    from the Spark job's local property; without a ``plan`` (a stage shared between
+    jobs), the property holds both (core/spark/epoch_frames.py).
     """
 
     def __init__(
         self,
-        plan: ExecutionPlan,
+        plan: ExecutionPlan | None,
         stage: int,
         partition_offset: int = 0,
         epoch_from_task: bool = False,
@@ -57,9 +59,12 @@ class StageFunction:
 
         spark_task = TaskContext.get()
         assert spark_task is not None, "a stage function runs inside a Spark task"
-        plan = self.plan
-        if self.epoch_from_task:
-            plan = plan.for_epoch(spark_task.getLocalProperty(EPOCH_PROPERTY))
+        if self.plan is None:
+            plan = plan_from_property(spark_task.getLocalProperty(EPOCH_PROPERTY))
+        elif self.epoch_from_task:
+            plan = self.plan.for_epoch(spark_task.getLocalProperty(EPOCH_PROPERTY))
+        else:
+            plan = self.plan
         vertex, subtask = plan.locate(self.stage, spark_task.partitionId() - self.partition_offset)
         info = TaskInfo(
             task_name=vertex.name,
