@@ -20,15 +20,10 @@ which Spark ships once per stage rather than with every task.
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections import OrderedDict
-from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from flintlock.core.exchange.messages import MESSAGE_DDL
 from flintlock.core.plan.execution import ExecutionPlan
-from flintlock.core.spark.stage import StageFunction
+from flintlock.core.spark.stage_frames import build_stages, shared_stages, stage_sources
 from flintlock.core.spark.task_plan import encoded_layout, with_layout
 
 if TYPE_CHECKING:
@@ -38,9 +33,6 @@ if TYPE_CHECKING:
 SHARED_LAYOUT_LIMIT = 128 * 1024
 """Characters of an encoded layout up to which a run's stages are shared between jobs
 (the layout then rides with every task of every epoch)."""
-SHARED_STAGES_KEPT = 8
-"""Shared stages kept per process, the most recently used; each holds its source
-DataFrames."""
 
 
 class EpochFrames:
@@ -58,13 +50,10 @@ class EpochFrames:
         self._exchanges = False
         """Whether the frame has exchanges, whose shuffle output a rerun of the same
         query would reuse: each epoch then runs a new query (an alias) over it."""
-        self.builds = 0
-        """Epoch DataFrames built so far (one per run layout, not one per epoch)."""
 
     def frame_for(self, plan: ExecutionPlan) -> DataFrame:
         """A fresh query of the epoch's stages, for ``plan``'s layout."""
         if not self.reuse:
-            self.builds += 1
             return build_epoch_frame(self.spark, plan, epoch_from_task=False)
         if self._frame is None or self._template is None or not plan.same_layout(self._template):
             self._template = plan
@@ -72,9 +61,9 @@ class EpochFrames:
             if len(self._layout) > SHARED_LAYOUT_LIMIT:
                 self._layout = None
                 self._frame = build_epoch_frame(self.spark, plan)
-                self.builds += 1
             else:
-                self._frame = self._shared_stages(plan).alias("run")  # planned anew
+                stages = shared_stages(self.spark, *stage_sources(plan))
+                self._frame = stages.alias("run")  # a new query, planned under the run's settings
             self._exchanges = len(plan.graph.layers()) > 1
         if not self._exchanges:
             return self._frame  # one stage: each action runs it anew, nothing to reuse
@@ -86,32 +75,6 @@ class EpochFrames:
         part = plan.encoded_epoch_part()
         return part if self._layout is None else with_layout(self._layout, part)
 
-    def _shared_stages(self, plan: ExecutionPlan) -> DataFrame:
-        """The process's stages for ``plan``'s sources and stage widths, built once."""
-        sources = tuple(v.transformations[0].spark_source for v in plan.graph.layers()[0])
-        key = (
-            id(self.spark),
-            tuple(id(s) if s is not None else None for s in sources),
-            tuple(plan.stage_widths),
-            tuple(v.parallelism for v in plan.graph.layers()[0]),
-        )
-        with _shared_lock:
-            kept = _shared_stages.get(key)
-            if kept is not None and all(a is b for a, b in zip(kept[0], sources, strict=True)):
-                _shared_stages.move_to_end(key)
-                return kept[1]
-        frame = build_epoch_frame(self.spark, plan, True, True)
-        self.builds += 1
-        with _shared_lock:
-            _shared_stages[key] = (sources, frame)
-            while len(_shared_stages) > SHARED_STAGES_KEPT:
-                _shared_stages.popitem(last=False)
-        return frame
-
-
-_shared_stages: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], DataFrame]] = OrderedDict()
-_shared_lock = threading.Lock()
-
 
 def has_local_properties(spark: SparkSession) -> bool:
     """Whether the session can hand tasks a local property (not over Spark Connect)."""
@@ -122,40 +85,13 @@ def has_local_properties(spark: SparkSession) -> bool:
     return True
 
 
-@functools.cache
-def message_type() -> Any:
-    """The stages' output type as a StructType, parsed once per process: handed the DDL
-    string, each ``mapInArrow`` call parsed it again through py4j (17 ms a stage against
-    8 ms, bench/RESULTS.md "Fixed cost per job")."""
-    from pyspark.sql.types import _parse_datatype_string
-
-    return _parse_datatype_string(MESSAGE_DDL)
-
-
 def build_epoch_frame(
-    spark: SparkSession, plan: ExecutionPlan, epoch_from_task: bool = True, shared: bool = False
+    spark: SparkSession, plan: ExecutionPlan, epoch_from_task: bool = True
 ) -> DataFrame:
-    """The epoch as one DataFrame: the source stage and a stage per layer after an exact
-    exchange; its stage functions read the epoch's part of the plan from
-    ``EPOCH_PROPERTY`` (``epoch_from_task``), else from ``plan``, and with ``shared``
-    the whole plan (functions without a plan serve any job's run). The epoch's action
-    collects the last stage's output, which is only acknowledgements and reports
+    """The epoch as one DataFrame with ``plan`` in its stage functions: the source stage
+    and a stage per layer after an exact exchange; they read the epoch's part of the
+    plan from ``EPOCH_PROPERTY`` (``epoch_from_task``), else from ``plan``. The epoch's
+    action collects the last stage's output, which is only acknowledgements and reports
     (``JobMaster`` checks): a separate gathering stage cost a shuffle and a Python task
     per epoch (~80 ms under load, bench/RESULTS.md)."""
-    layers = plan.graph.layers()
-    schema = message_type() if epoch_from_task else MESSAGE_DDL  # Spark Connect: the DDL
-    own = None if shared else plan
-    frames = []
-    for vertex in layers[0]:
-        frame: Any = vertex.transformations[0].spark_source
-        if frame is None:
-            frame = spark.range(0, vertex.parallelism, 1, vertex.parallelism)
-        frames.append(
-            frame.mapInArrow(StageFunction(own, 0, epoch_from_task=epoch_from_task), schema)
-        )
-    stage = reduce(lambda a, b: a.union(b), frames)
-    for index in range(1, len(layers)):
-        stage = stage.repartitionById(plan.stage_widths[index], "route").mapInArrow(
-            StageFunction(own, index, epoch_from_task=epoch_from_task), schema
-        )
-    return stage  # the driver collects the last stage: only acknowledgements and reports
+    return build_stages(spark, *stage_sources(plan), plan, epoch_from_task)

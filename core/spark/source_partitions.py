@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.spark.helper_threads import helper_thread
 from flintlock.core.spark.sources import adaptive_execution_off
+from flintlock.core.spark.stage_frames import prebuild_shared_stages
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -135,6 +136,8 @@ class SourcePartitionCounts:
         reading = [i for i, t in enumerate(self._transformations) if t.spark_source is not None]
         if may_start_from_earlier and len(reading) == 1:
             self._start_from_earlier(reading[0])
+            if not self._earlier:
+                self._build_its_stage_ahead(reading[0])
         for index in reading:
             if index not in self._earlier:
                 self._counts[index] = helper_thread("partition-count").submit(
@@ -151,6 +154,19 @@ class SourcePartitionCounts:
         layers = graph.layers()
         if len(layers) == 1 and len(layers[0]) == 1:  # its stage is the job's only one
             self._earlier[index], self.checked_graph = counted, graph
+
+    def _build_its_stage_ahead(self, index: int) -> None:
+        """A frame never counted here, read in place: while it is counted, build the
+        stage that reads it (shared between jobs), if the job would be that one stage
+        with the subtasks it asks for by default."""
+        source = self._transformations[index]
+        if not source.parallelism_from_partitions or source.spark_source.isStreaming:
+            return
+        likely = with_partitions(source, self.max_parallelism, source.parallelism)
+        layers = build_job_graph(self._with(index, likely)).layers()
+        if len(layers) == 1 and len(layers[0]) == 1 and likely.spark_source is source.spark_source:
+            frame = source.spark_source
+            prebuild_shared_stages(frame.sparkSession, [(frame, source.parallelism)], [])
 
     def _with(self, index: int, transformation: Transformation) -> list[Transformation]:
         return [transformation if i == index else t for i, t in enumerate(self._transformations)]

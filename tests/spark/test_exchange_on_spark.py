@@ -18,7 +18,7 @@ from state_functions import BatchRunningSum
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.plan.graph import Transformation
-from flintlock.core.spark import epoch_frames, source_partitions
+from flintlock.core.spark import source_partitions, stage_frames
 from flintlock.sinks.collect import CollectSink
 
 cloudpickle.register_pickle_by_value(state_functions)  # workers cannot import tests/
@@ -172,13 +172,13 @@ def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
     monkeypatch.setattr(source_partitions, "partition_count", counting)
     monkeypatch.setattr(source_partitions, "planned_partitions", checking)
     built: list[int] = []
-    plain_build = epoch_frames.build_epoch_frame
+    plain_build = stage_frames.build_stages
 
     def building(*args: Any, **kwargs: Any) -> Any:
         built.append(1)
         return plain_build(*args, **kwargs)
 
-    monkeypatch.setattr(epoch_frames, "build_epoch_frame", building)
+    monkeypatch.setattr(stage_frames, "build_stages", building)
 
     def run(name: str) -> Any:
         env = StreamExecutionEnvironment(parallelism=4, spark=spark, checkpoint_dir=str(tmp_path))

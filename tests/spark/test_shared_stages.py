@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
-from flintlock.core.spark import epoch_frames
+from flintlock.core.spark import epoch_frames, stage_frames
 
 pytestmark = pytest.mark.slow
 ROWS = 600
@@ -52,13 +52,14 @@ def rows(table: pa.Table) -> list[tuple[int, int]]:
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each epoch frame built from here on: True where its stages are shared."""
     built: list[bool] = []
-    plain = epoch_frames.build_epoch_frame
+    plain = stage_frames.build_stages
 
     def building(*args: Any) -> Any:
-        built.append(len(args) > 3 and args[3])
+        built.append(args[3] is None)  # no plan in its functions: shared
         return plain(*args)
 
-    monkeypatch.setattr(epoch_frames, "build_epoch_frame", building)
+    monkeypatch.setattr(stage_frames, "build_stages", building)
+    monkeypatch.setattr(epoch_frames, "build_stages", building)
     return built
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.job.client import JobClient
 from flintlock.core.job_errors import JobControlError
-from flintlock.core.spark import epoch_frames
+from flintlock.core.spark import stage_frames
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 
@@ -114,9 +115,10 @@ def test_available_now_reads_to_the_end_and_finishes(
 ) -> None:
     base = str(tmp_path)
     built = []
-    build_frame = epoch_frames.build_epoch_frame
+    build_stages = stage_frames.build_stages
+    monkeypatch.setattr(stage_frames, "_kept", OrderedDict())  # none shared by earlier tests
     monkeypatch.setattr(
-        epoch_frames, "build_epoch_frame", lambda *a: built.append(a) or build_frame(*a)
+        stage_frames, "build_stages", lambda *a: built.append(a) or build_stages(*a)
     )
     result = build(spark, base, end=1000).execute(
         "bounded-seq", trigger=EpochTrigger.available_now()
