@@ -29,6 +29,7 @@ from flintlock.core.spark.failures import task_marker_path
 from flintlock.core.spark.sources import bind_partition_input
 from flintlock.core.spark.task_output import captured_stdout
 from flintlock.core.spark.task_plan import plan_from_property
+from flintlock.core.spark.worker_heap import freeze_long_lived_objects
 from flintlock.core.task_info import TaskInfo
 
 
@@ -56,6 +57,8 @@ class StageFunction:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
+
+        freeze_long_lived_objects()  # before this task's objects: see worker_heap.py
 
         spark_task = TaskContext.get()
         assert spark_task is not None, "a stage function runs inside a Spark task"
