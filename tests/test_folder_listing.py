@@ -1,10 +1,12 @@
 """Listings of folders that other processes change meanwhile (real files, real threads).
 
-Arrow's listing raises FileNotFoundError when the folder it lists, or a subfolder of a
-recursive listing, appears or vanishes while it lists. A job master polling its control
-folder while a first request creates it crashed that way in a chaos run; ``list_folder``
-lists again. Each test first shows Arrow's own listing failing under the same churn, so
-it could fail."""
+Arrow's listing raises FileNotFoundError when the folder it lists appears or vanishes
+while it lists. A job master polling its control folder while a first request creates
+it crashed that way in a chaos run; ``list_folder`` lists again. Each test of a folder
+that comes and goes first shows Arrow's own listing failing under the same churn, so it
+could fail. Arrow 26 lists a tree through a subfolder removed meanwhile; the recursive
+test holds ``list_folder`` to that for every Arrow flintlock accepts (pyarrow>=16).
+"""
 
 from __future__ import annotations
 
@@ -86,7 +88,6 @@ def test_a_recursive_listing_survives_a_subfolder_removed_meanwhile(tmp_path: Pa
         shutil.rmtree(staging, ignore_errors=True)
 
     with churning(stage_and_commit):
-        assert arrow_fails(tmp_path, recursive=True)
         for _ in range(3000):
             found = list_folder(FILESYSTEM, str(tmp_path), recursive=True)
             assert kept <= {info.base_name for info in found}

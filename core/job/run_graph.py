@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 
 def run_graph(master: JobMaster) -> tuple[list[Transformation], JobGraph]:
-    """The run's transformations and graph. A source that starts from an earlier run's
-    count is checked in the epoch's own query, planned here for the action; if the count
-    changed, the source is counted again and the graph built anew."""
+    """The run's transformations and graph. A source that starts from a count (an earlier
+    run's, or its default subtasks) is checked in the epoch's own query, planned here for
+    the action; if the count does not hold, the graph is built anew from the partitions
+    found."""
     counts = master.source_counts
     if counts is None:
         raise RuntimeError("run_graph runs only inside JobMaster.execute")
@@ -26,9 +27,10 @@ def run_graph(master: JobMaster) -> tuple[list[Transformation], JobGraph]:
     if graph is None:
         return transformations, build_job_graph(transformations)
     frame = master.epoch_frames.frame_for(layout_plan(master, graph))
-    if source_partitions.planned_partitions(frame) == source_partitions.source_subtasks(graph):
+    planned = source_partitions.planned_partitions(frame)
+    if planned == source_partitions.source_subtasks(graph):
         return transformations, graph  # the action runs the plan just made
-    transformations = counts.recounted()
+    transformations = counts.recounted(planned)
     return transformations, build_job_graph(transformations)
 
 

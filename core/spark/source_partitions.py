@@ -5,13 +5,16 @@ Counting plans the frame (10-35 ms on this machine, bench/RESULTS.md "Fixed cost
 job"), and the epoch's action then plans it again inside the job's query. Two ways keep
 that off a job's path:
 
-- the count runs on a helper thread from the job's start, while the driver takes the
-  lease and reads the job's folder (``SourcePartitionCounts``);
-- a frame counted by an earlier run in this process starts from that count, and a run
-  whose source stage is its only stage checks it in the epoch's own query, which the
-  action runs with the plan made for the check (``planned_partitions``): the frame is
-  planned once. A count that no longer holds (new files, other settings) is counted again
-  and the graph built anew before anything runs.
+- a run whose source stage is its only stage, over its only DataFrame source, starts
+  from a count and checks it in the epoch's own query, which the action then runs with
+  the plan made for the check (``planned_partitions``): the frame is planned once. The
+  count is the one an earlier run in this process found for the same frame or, for a
+  frame never counted here, the subtasks the source asks for by default (most frames
+  have the session's default parallelism). A count that does not hold is replaced by
+  the partitions the check found (or counted again where the checked query did not read
+  the frame in place) and the graph built anew before anything runs;
+- any other run counts on a helper thread from the job's start, while the driver takes
+  the lease and reads the job's folder (``SourcePartitionCounts``).
 """
 
 from __future__ import annotations
@@ -111,11 +114,12 @@ class SourcePartitionCounts:
     started before the driver takes the job's lease and reads its folder: Spark plans
     each frame beside that work.
 
-    A run whose only stage reads its only DataFrame source, counted by an earlier run in
-    this process, starts from that count instead (``checked_graph``: the graph built
-    from it) and checks it in its own query (``core/job/run_graph.py``);
-    ``may_start_from_earlier``: False where the run cannot check (a restore, Spark
-    Connect).
+    A run whose only stage reads its only DataFrame source starts from a count instead
+    (``checked_graph``: the graph built from it) and checks it in its own query
+    (``core/job/run_graph.py``): the count of an earlier run in this process, or the
+    source's default subtasks for a frame never counted here, whose shared stage is then
+    built on a helper thread meanwhile. ``may_start_from_count``: False where the run
+    cannot check (a restore, Spark Connect).
 
     Start it where the job's settings hold (AQE off); ``close`` waits for a count still
     running, so that no count outlives them."""
@@ -124,49 +128,40 @@ class SourcePartitionCounts:
         self,
         transformations: Sequence[Transformation],
         max_parallelism: int,
-        may_start_from_earlier: bool = True,
+        may_start_from_count: bool = True,
     ) -> None:
         self._transformations = list(transformations)
         self.max_parallelism = max_parallelism
         self._counts: dict[int, Future[Transformation]] = {}
-        self._earlier: dict[int, Transformation] = {}
-        """The source that starts from an earlier count, by its index (one at most)."""
+        self._checked: dict[int, Transformation] = {}
+        """The source that starts from a count to check, by its index (one at most)."""
         self.checked_graph: JobGraph | None = None
         """The graph built from that count, which the run checks in its own query."""
         reading = [i for i, t in enumerate(self._transformations) if t.spark_source is not None]
-        if may_start_from_earlier and len(reading) == 1:
-            self._start_from_earlier(reading[0])
-            if not self._earlier:
-                self._build_its_stage_ahead(reading[0])
+        if may_start_from_count and len(reading) == 1:
+            self._start_from_a_count(reading[0])
         for index in reading:
-            if index not in self._earlier:
+            if index not in self._checked:
                 self._counts[index] = helper_thread("partition-count").submit(
                     with_source_partitions, self._transformations[index], max_parallelism
                 )
 
-    def _start_from_earlier(self, index: int) -> None:
+    def _start_from_a_count(self, index: int) -> None:
         source = self._transformations[index]
-        count = _counted.get(source.spark_source)
-        if count is None:
-            return  # never counted here (streaming frames never are)
+        frame = source.spark_source
+        if frame.isStreaming:
+            return  # read per micro-batch, never counted
+        earlier = _counted.get(frame)
+        count = source.parallelism if earlier is None else earlier
         counted = with_partitions(source, self.max_parallelism, count)
         graph = build_job_graph(self._with(index, counted))
         layers = graph.layers()
-        if len(layers) == 1 and len(layers[0]) == 1:  # its stage is the job's only one
-            self._earlier[index], self.checked_graph = counted, graph
-
-    def _build_its_stage_ahead(self, index: int) -> None:
-        """A frame never counted here, read in place: while it is counted, build the
-        stage that reads it (shared between jobs), if the job would be that one stage
-        with the subtasks it asks for by default."""
-        source = self._transformations[index]
-        if not source.parallelism_from_partitions or source.spark_source.isStreaming:
-            return
-        likely = with_partitions(source, self.max_parallelism, source.parallelism)
-        layers = build_job_graph(self._with(index, likely)).layers()
-        if len(layers) == 1 and len(layers[0]) == 1 and likely.spark_source is source.spark_source:
-            frame = source.spark_source
-            prebuild_shared_stages(frame.sparkSession, [(frame, source.parallelism)], [])
+        if len(layers) != 1 or len(layers[0]) != 1:
+            return  # its stage is not the job's only one: counted
+        self._checked[index], self.checked_graph = counted, graph
+        if earlier is None and counted.spark_source is frame:
+            # build the stage that reads it (shared between jobs) while the lease is taken
+            prebuild_shared_stages(frame.sparkSession, [(frame, counted.parallelism)], [])
 
     def _with(self, index: int, transformation: Transformation) -> list[Transformation]:
         return [transformation if i == index else t for i, t in enumerate(self._transformations)]
@@ -176,17 +171,23 @@ class SourcePartitionCounts:
         return [
             self._counts[index].result()
             if index in self._counts
-            else self._earlier.get(index, transformation)
+            else self._checked.get(index, transformation)
             for index, transformation in enumerate(self._transformations)
         ]
 
-    def recounted(self) -> list[Transformation]:
-        """The transformations with the checked source counted now (its count from an
-        earlier run no longer held)."""
-        [index] = self._earlier
-        self._earlier.clear()
+    def recounted(self, planned: int) -> list[Transformation]:
+        """The transformations with the checked source's count corrected, its check having
+        found ``planned`` partitions: those are its frame's own where the checked query
+        read the frame in place; otherwise (coalesced, repartitioned) it is counted now."""
+        [(index, checked)] = self._checked.items()
+        self._checked.clear()
         self.checked_graph = None
-        counted = with_source_partitions(self._transformations[index], self.max_parallelism)
+        source = self._transformations[index]
+        if checked.spark_source is source.spark_source:
+            _counted[source.spark_source] = planned
+            counted = with_partitions(source, self.max_parallelism, planned)
+        else:
+            counted = with_source_partitions(source, self.max_parallelism)
         return self._with(index, counted)  # the job's only DataFrame source: nothing else counted
 
     def close(self) -> None:

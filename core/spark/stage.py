@@ -6,6 +6,7 @@ back here and the batch is yielded to Spark; the task's code stays one plain fun
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 
 import greenlet
@@ -29,7 +30,6 @@ from flintlock.core.spark.failures import task_marker_path
 from flintlock.core.spark.sources import bind_partition_input
 from flintlock.core.spark.task_output import captured_stdout
 from flintlock.core.spark.task_plan import plan_from_property
-from flintlock.core.spark.worker_heap import freeze_long_lived_objects
 from flintlock.core.task_info import TaskInfo
 
 
@@ -58,7 +58,7 @@ class StageFunction:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        freeze_long_lived_objects()  # before this task's objects: see worker_heap.py
+        freeze_long_lived_objects()  # before this task's objects
 
         spark_task = TaskContext.get()
         assert spark_task is not None, "a stage function runs inside a Spark task"
@@ -245,3 +245,25 @@ def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa
     writer.frame_pending()
     if len(writer.buffer):
         yield writer.buffer.take()
+
+
+_frozen = False
+
+
+def freeze_long_lived_objects() -> None:
+    """Once per worker process: collect, then freeze what is alive (``gc.freeze``).
+
+    A reused PySpark worker runs a full ``gc.collect()`` after each task (``daemon.py``);
+    with pyarrow, PySpark and flintlock imported that scans a few hundred thousand
+    objects, 35-40 ms of CPU per task here, on 2 cores beside the JVM feeding the next
+    task (bench/RESULTS.md, "The 1,000-row job with shared stages and a frozen worker
+    heap"). Frozen, the modules and their functions (alive as long as the process) are
+    no longer scanned. Frozen objects are still freed when their count of references
+    drops to zero; only cycles among them, which the first task's own objects alone
+    could form, are never collected."""
+    global _frozen
+    if _frozen:
+        return
+    gc.collect()
+    gc.freeze()
+    _frozen = True

@@ -133,7 +133,8 @@ def watermarks_chart(epochs: list[Epoch]) -> str:
     axes.xaxis.set_major_locator(integer_ticks())
     axes.set_xlabel("checkpoint (epoch)")
     axes.set_ylabel("watermark (ms)")
-    axes.legend(loc="upper left", fontsize=8)
+    if series:  # a job without event time has no watermark to name
+        axes.legend(loc="upper left", fontsize=8)
     return to_svg(figure)
 
 

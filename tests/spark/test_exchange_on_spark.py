@@ -51,43 +51,64 @@ def test_running_sums_from_small_spark_batches_are_exact(spark: Any, tmp_path: P
     assert dict(zip(k[last].tolist(), total[last].tolist(), strict=True)) == ends
 
 
-def test_partitions_are_counted_once_per_job_under_the_jobs_settings(
+class SourceCountSpy:
+    """Records each count (``partition_count``: was it the job's frame, on which thread)
+    and each check in a job's own query (``planned_partitions``: what it found); the real
+    functions run."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, frame: Any) -> None:
+        self.counted: list[bool] = []
+        self.threads: list[str] = []
+        self.checked: list[int] = []
+        plain_count = source_partitions.partition_count
+        plain_check = source_partitions.planned_partitions
+
+        def counting(counted: Any) -> Any:
+            self.counted.append(counted is frame)
+            self.threads.append(threading.current_thread().name)
+            return plain_count(counted)
+
+        def checking(epoch_frame: Any) -> int:
+            self.checked.append(plain_check(epoch_frame))
+            return self.checked[-1]
+
+        monkeypatch.setattr(source_partitions, "partition_count", counting)
+        monkeypatch.setattr(source_partitions, "planned_partitions", checking)
+
+
+def test_a_keyed_job_counts_its_source_once_per_job_under_the_jobs_settings(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
-    counts: list[bool] = []  # per count: was it the job's frame
-    threads: list[str] = []
-    plain_count = source_partitions.partition_count
-
-    def counting(counted: Any) -> Any:  # a spy: the real count runs
-        counts.append(counted is frame)
-        threads.append(threading.current_thread().name)
-        return plain_count(counted)
-
-    monkeypatch.setattr(source_partitions, "partition_count", counting)
+    counts = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("k")).count()
+    frame = counts.selectExpr("k as i", "k", "count as v")  # a key's one row: v = 10
+    spy = SourceCountSpy(monkeypatch, frame)
 
     def run(name: str) -> Any:
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
-        env.from_dataframe(frame).sink_to(CollectSink("rows"), name="rows")
+        stream = env.from_dataframe(frame).key_by("k").process_batch(BatchRunningSum())
+        stream.sink_to(CollectSink("rows"), name="rows")
         result = env.execute(name)
-        assert sorted(result.collected["rows"].column("v").to_pylist()) == list(range(10))
+        table = result.collected["rows"]
+        assert sorted(table.column("k").to_pylist()) == list(range(10))
+        assert table.column("total").to_pylist() == [10] * 10
         return result
 
     first = run("first")
-    assert counts == [True]  # planned once, though the job asks for it twice
+    assert spy.counted == [True]  # planned once, though the job asks for it twice
+    assert spy.checked == []  # two stages: counted, not checked
     assert 4 in stage_task_counts(spark, first)  # spark.sql.shuffle.partitions: 4 subtasks
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
     try:
         second = run("second")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
-    assert counts == [True, True]  # counted anew, once
+    assert spy.counted == [True, True]  # counted anew, once
     tasks = stage_task_counts(spark, second)
     assert 3 in tasks and 4 not in tasks
     run("third")
-    assert len(counts) == 3  # every job counts: a table's files may have changed since
+    assert len(spy.counted) == 3  # every job counts: a table's files may have changed since
     # beside the driver's start (lease, job folder), on the one counting thread
-    assert all(name.startswith("flintlock-partition-count") for name in threads), threads
+    assert all(name.startswith("flintlock-partition-count") for name in spy.threads), spy.threads
 
 
 def test_counts_still_running_are_waited_for_before_the_settings_end(spark: Any) -> None:
@@ -149,28 +170,15 @@ def test_a_job_reads_spark_batches_of_the_exchange_size_unless_the_user_chose_on
         spark.conf.unset(ARROW_BATCH)
 
 
-def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
+def test_a_one_stage_job_checks_its_sources_count_in_its_own_query(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A one-stage job over a frame that an earlier run counted is not counted again: its
-    own query, which the action then runs, shows the partitions. When they changed, the
-    job counts again and plans anew before anything runs."""
+    """A one-stage job is never counted: it starts from the source's parallelism (a frame
+    new to the process) or an earlier job's count, and checks it in its own query, which
+    the action then runs. A count that does not hold is replaced by the partitions the
+    check found, and the job planned anew before anything runs."""
     frame = spark.range(0, 100, 1, 2).groupBy((F.col("id") % 10).alias("v")).count()
-    counted: list[int] = []
-    checked: list[int] = []
-    plain_count = source_partitions.partition_count
-    plain_check = source_partitions.planned_partitions
-
-    def counting(counted_frame: Any) -> Any:
-        counted.append(plain_count(counted_frame))
-        return counted[-1]
-
-    def checking(epoch_frame: Any) -> int:
-        checked.append(plain_check(epoch_frame))
-        return checked[-1]
-
-    monkeypatch.setattr(source_partitions, "partition_count", counting)
-    monkeypatch.setattr(source_partitions, "planned_partitions", checking)
+    spy = SourceCountSpy(monkeypatch, frame)
     built: list[int] = []
     plain_build = stage_frames.build_stages
 
@@ -180,26 +188,47 @@ def test_a_frame_counted_before_is_checked_in_the_jobs_own_query(
 
     monkeypatch.setattr(stage_frames, "build_stages", building)
 
-    def run(name: str) -> Any:
-        env = StreamExecutionEnvironment(parallelism=4, spark=spark, checkpoint_dir=str(tmp_path))
-        env.from_dataframe(frame).sink_to(CollectSink("rows"), name="rows")  # one stage at 4
+    def run(name: str, parallelism: int) -> Any:
+        env = StreamExecutionEnvironment(
+            parallelism=parallelism, spark=spark, checkpoint_dir=str(tmp_path)
+        )
+        env.from_dataframe(frame).sink_to(CollectSink("rows"), name="rows")  # one stage?
         result = env.execute(name)
         assert sorted(result.collected["rows"].column("v").to_pylist()) == list(range(10))
         return result
 
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
-    run("first")
-    assert (counted, checked) == ([4], [])  # never counted in this process: counted
-    run("second")
-    assert (counted, checked) == ([4], [4])  # checked in the job's own query, not counted
+    first = run("first", 4)
+    assert (spy.counted, spy.checked) == ([], [4])  # the parallelism, 4, held
+    assert stage_task_counts(spark, first) == [2, 4]  # the frame's shuffle, then one stage
+    run("second", 4)
+    assert (spy.counted, spy.checked) == ([], [4, 4])
     # the second job shares the first one's stages, and plans its own query over them:
     # the query checked is the one run
     assert len(built) == 1
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # the frame now has 3 partitions
     try:
-        third = run("third")
+        third = run("third", 4)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
-    assert (counted, checked) == ([4, 3], [4, 3])  # the check failed: counted, planned anew
+    assert (spy.counted, spy.checked) == ([], [4, 4, 3])  # missed: planned anew from 3
     tasks = stage_task_counts(spark, third)
     assert 3 in tasks and 4 in tasks  # 3 source subtasks, then the sink's 4 after a rebalance
+    other = spark.range(0, 60, 1, 6).selectExpr("id % 10 as v")  # 6 partitions, new here
+    spy = SourceCountSpy(monkeypatch, other)
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+    env.from_dataframe(other).sink_to(CollectSink("rows"), name="rows")
+    fourth = env.execute("fourth")
+    assert (spy.counted, spy.checked) == ([], [6])  # the guess, 2, missed: 6 found
+    assert stage_task_counts(spark, fourth) == [6, 2]  # read in place, rebalanced to 2
+    assert sorted(fourth.collected["rows"].column("v").to_pylist()) == sorted(
+        i % 10 for i in range(60)
+    )
+    env = StreamExecutionEnvironment(
+        parallelism=2, max_parallelism=2, spark=spark, checkpoint_dir=str(tmp_path)
+    )
+    env.from_dataframe(other).sink_to(CollectSink("rows"), name="rows")
+    fifth = env.execute("fifth")  # 6 (counted by the fourth job) over max_parallelism 2
+    assert (spy.counted, spy.checked) == ([], [6, 2])  # coalesced to 2, one stage: held
+    assert stage_task_counts(spark, fifth) == [2]
+    assert fifth.collected["rows"].num_rows == 60

@@ -1,7 +1,7 @@
 """The first flintlock task of a PySpark worker freezes the objects alive then, once
-(``core/spark/worker_heap.py``): later tasks in that worker never find more frozen (the
-first task's own frozen objects are freed when it ends), so nothing a later task makes
-is frozen."""
+(``core/spark/stage.py: freeze_long_lived_objects``): later tasks in that worker never
+find more frozen (the first task's own frozen objects are freed when it ends), so
+nothing a later task makes is frozen."""
 
 from __future__ import annotations
 
