@@ -30,7 +30,7 @@ def run_graph(master: JobMaster) -> tuple[list[Transformation], JobGraph]:
     planned = source_partitions.planned_partitions(frame)
     if planned == source_partitions.source_subtasks(graph):
         return transformations, graph  # the action runs the plan just made
-    transformations = counts.recounted(planned)
+    transformations = counts.corrected(planned)
     return transformations, build_job_graph(transformations)
 
 

@@ -175,7 +175,7 @@ class SourcePartitionCounts:
             for index, transformation in enumerate(self._transformations)
         ]
 
-    def recounted(self, planned: int) -> list[Transformation]:
+    def corrected(self, planned: int) -> list[Transformation]:
         """The transformations with the checked source's count corrected, its check having
         found ``planned`` partitions: those are its frame's own where the checked query
         read the frame in place; otherwise (coalesced, repartitioned) it is counted now."""
