@@ -91,7 +91,9 @@ class CollectSink(TwoPhaseCommitSink):
         result_path = (
             f"{context.job_dir}/results/{safe_name(self.name)}-chk-{context.checkpoint_id}.arrow"
         )
-        if not storage.exists(result_path):  # else: committed before a crash, read it back
+        if storage.exists(result_path):  # committed before a crash: read it back
+            self.result = storage.read_table(result_path)
+        else:
             tables = [self._read_staged(storage, file, context) for file in committables]
             if tables:
                 table = pa.concat_tables(tables, promote_options="permissive")
@@ -100,7 +102,7 @@ class CollectSink(TwoPhaseCommitSink):
             temporary = f"{result_path}.inprogress"
             storage.write_table(temporary, table)
             storage.filesystem.move(temporary, result_path)
-        self.result = storage.read_table(result_path)
+            self.result = table  # what the file now holds: not read back
         self.result_path = result_path
         for file in committables:  # the result is safe: staged files are not needed again
             if storage.exists(file["path"]):

@@ -17,8 +17,7 @@ from flintlock.core.checkpoint.job_folder import check_job_name
 from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.source_methods import SourceMethods
-from flintlock.core.hooks.manager import build_plugin_manager
-from flintlock.core.hooks.registry import build_registry
+from flintlock.core.hooks.manager import plugins_for
 from flintlock.core.job.checks import check_before_spark
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import PROGRESS_ENV
@@ -99,7 +98,7 @@ class StreamExecutionEnvironment(SourceMethods):
         self.max_parallelism = max_parallelism
         self.state_backend = state_backend
         self.plugins = list(plugins)
-        self.registry = build_registry(build_plugin_manager(self.plugins))
+        self.registry = plugins_for(self.plugins)[1]
         self.registry.get("state backend", state_backend)  # a clear error for a wrong name
         self.transformations: list[Transformation] = []
 

@@ -1,8 +1,9 @@
 """Finds plugins through entry points and builds one small plugin manager per task.
 
-Entry points (group ``flintlock``) are loaded once per process; every task and every
-harness gets a fresh manager from them plus the plugin objects handed to its job, so
-nothing registered for one job or test leaks into the next.
+Entry points (group ``flintlock``) are loaded once per process. A task or job handed
+plugin objects gets a fresh manager from the installed plugins plus those, so nothing
+registered for one job or test leaks into the next; one handed none shares the process's
+manager of the installed plugins alone (``plugins_for``), which holds nothing of any job.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -19,6 +20,7 @@ import pluggy
 
 from flintlock.core.errors import PluginError
 from flintlock.core.hooks import specs as hookspecs
+from flintlock.core.hooks.registry import Registry, build_registry
 
 ENTRY_POINT_GROUP = "flintlock"
 hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
@@ -91,6 +93,23 @@ def build_plugin_manager(
     if os.environ.get(TRACE_ENV) == "1":
         _trace_hook_calls(manager)
     return manager
+
+
+def plugins_for(plugins: Sequence[object]) -> tuple[pluggy.PluginManager, Registry]:
+    """The manager and registry of a task or job handed ``plugins``: with none, the
+    process's shared pair over the installed plugins (a task built its own in 3-4 ms on
+    a loaded worker, bench/RESULTS.md "Fixed cost per job"); else a fresh pair."""
+    if not plugins:
+        return _installed_only(os.environ.get(TRACE_ENV) == "1")
+    manager = build_plugin_manager(plugins)
+    return manager, build_registry(manager)
+
+
+@functools.cache
+def _installed_only(_traced: bool) -> tuple[pluggy.PluginManager, Registry]:
+    """Built once per process and tracing setting; no one registers into it later."""
+    manager = build_plugin_manager()
+    return manager, build_registry(manager)
 
 
 def _trace_hook_calls(manager: pluggy.PluginManager) -> None:

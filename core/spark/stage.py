@@ -17,8 +17,7 @@ from flintlock.core.errors import FlintlockError, LifecycleError, TaskCanceled
 from flintlock.core.exchange.messages import Kind, encode_json
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
-from flintlock.core.hooks.manager import build_plugin_manager
-from flintlock.core.hooks.registry import build_registry
+from flintlock.core.hooks.manager import plugins_for
 from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
 from flintlock.core.runtime.environment import TaskEnvironment
@@ -142,8 +141,7 @@ class StageFunction:
         else:
             reader = MessageReader(plan, vertex, subtask, batches, writer)
             events = reader.events()
-        manager = build_plugin_manager(plan.plugins)
-        registry = build_registry(manager)
+        manager, registry = plugins_for(plan.plugins)
         operators = _build_operators(vertex)
         head = operators[0] if operators else None
         if isinstance(head, SourceOperator) and head.name in plan.source_epochs:
