@@ -9,7 +9,7 @@ import pytest
 from lifecycle_ops import Boom, Passthrough, batch
 
 from flintlock import LifecycleError, PluginError, hookimpl
-from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
+from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins, plugins_for
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.hooks.runner import HookRunner
 from flintlock.testing import OneInputHarness
@@ -53,6 +53,24 @@ def test_a_name_offered_twice_names_both_plugins() -> None:
 
     with pytest.raises(PluginError, match="operator 'map' is offered twice: by plugin"):
         build_registry(build_plugin_manager([Impostor()]))
+
+
+def test_only_a_job_without_plugin_objects_shares_the_installed_plugins_manager() -> None:
+    class Extra:
+        @hookimpl
+        def flintlock_register_operators(self, register: Callable[[str, Any], None]) -> None:
+            register("extra-op", object)
+
+    shared_manager, shared_registry = plugins_for([])
+    assert plugins_for(()) == (shared_manager, shared_registry)  # one pair per process
+    assert {name for name, _ in shared_manager.list_name_plugin()} == {
+        installed.name for installed in installed_plugins()
+    }
+    manager, registry = plugins_for([extra := Extra()])
+    assert manager is not shared_manager and manager.is_registered(extra)
+    assert "extra-op" in registry.names("operator")
+    assert "extra-op" not in plugins_for([])[1].names("operator")  # nothing leaked
+    assert not shared_manager.is_registered(extra)
 
 
 def test_a_task_with_an_unknown_state_backend_fails_in_set_initial_state() -> None:
