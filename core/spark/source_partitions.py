@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.spark.helper_threads import helper_thread
 from flintlock.core.spark.sources import adaptive_execution_off
-from flintlock.core.spark.stage_frames import prebuild_shared_stages
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -117,9 +116,8 @@ class SourcePartitionCounts:
     A run whose only stage reads its only DataFrame source starts from a count instead
     (``checked_graph``: the graph built from it) and checks it in its own query
     (``core/job/run_graph.py``): the count of an earlier run in this process, or the
-    source's default subtasks for a frame never counted here, whose shared stage is then
-    built on a helper thread meanwhile. ``may_start_from_count``: False where the run
-    cannot check (a restore, Spark Connect).
+    source's default subtasks for a frame never counted here. ``may_start_from_count``:
+    False where the run cannot check (a restore, Spark Connect).
 
     Start it where the job's settings hold (AQE off); ``close`` waits for a count still
     running, so that no count outlives them."""
@@ -159,9 +157,6 @@ class SourcePartitionCounts:
         if len(layers) != 1 or len(layers[0]) != 1:
             return  # its stage is not the job's only one: counted
         self._checked[index], self.checked_graph = counted, graph
-        if earlier is None and counted.spark_source is frame:
-            # build the stage that reads it (shared between jobs) while the lease is taken
-            prebuild_shared_stages(frame.sparkSession, [(frame, counted.parallelism)], [])
 
     def _with(self, index: int, transformation: Transformation) -> list[Transformation]:
         return [transformation if i == index else t for i, t in enumerate(self._transformations)]

@@ -3,8 +3,10 @@ share (``core/spark/epoch_frames.py``).
 
 Shared stages hold no plan: their functions read it from the epoch's local property, so
 jobs that read the same source DataFrames in the same stage widths run the same stages.
-They are kept per process, the most recently used first, and may be built ahead on a
-helper thread (``prebuild_shared_stages``) while the driver takes the job's lease.
+They are kept per process, the most recently used first; building them ahead on a helper
+thread while the driver took the job's lease gained nothing (the driver reached them
+first, and the threads share the GIL: bench/RESULTS.md, "The 1,000-row job on a new
+DataFrame").
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.exchange.messages import MESSAGE_DDL
-from flintlock.core.spark.helper_threads import helper_thread
 from flintlock.core.spark.stage import StageFunction
 
 if TYPE_CHECKING:
@@ -81,15 +82,9 @@ def build_stages(
 def shared_stages(
     spark: SparkSession, sources: Sequence[StageSource], widths: Sequence[int]
 ) -> DataFrame:
-    """The process's shared stages for ``sources`` and ``widths``, built once."""
-    return _shared(spark, sources, widths, ahead=False).result()
-
-
-def prebuild_shared_stages(
-    spark: SparkSession, sources: Sequence[StageSource], widths: Sequence[int]
-) -> None:
-    """Start building the shared stages on a helper thread, unless kept or under way."""
-    _shared(spark, sources, widths, ahead=True)
+    """The process's shared stages for ``sources`` and ``widths``, built once (a job on
+    another thread that asks meanwhile waits for the same build)."""
+    return _shared(spark, sources, widths).result()
 
 
 _kept: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Future[DataFrame]]] = OrderedDict()
@@ -97,7 +92,7 @@ _lock = threading.Lock()
 
 
 def _shared(
-    spark: SparkSession, sources: Sequence[StageSource], widths: Sequence[int], ahead: bool
+    spark: SparkSession, sources: Sequence[StageSource], widths: Sequence[int]
 ) -> Future[DataFrame]:
     # a DataFrame source's subtasks change nothing in its stage; a range's make it
     frames = tuple(frame for frame, _ in sources)
@@ -116,17 +111,11 @@ def _shared(
         while len(_kept) > SHARED_STAGES_KEPT:
             _kept.popitem(last=False)
 
-    def build() -> None:
-        try:
-            built.set_result(build_stages(spark, sources, widths, None))
-        except BaseException as error:  # handed to whoever waits; the next one builds
-            with _lock:
-                if _kept.get(key, (None, None))[1] is built:
-                    del _kept[key]
-            built.set_exception(error)
-
-    if ahead:
-        helper_thread("stage-build").submit(build)
-    else:
-        build()
+    try:
+        built.set_result(build_stages(spark, sources, widths, None))
+    except BaseException as error:  # handed to whoever waits; the next one builds
+        with _lock:
+            if _kept.get(key, (None, None))[1] is built:
+                del _kept[key]
+        built.set_exception(error)
     return built

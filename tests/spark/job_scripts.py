@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flintlock.core.spark.session import JAVA_OPTIONS_ENV
+
 
 def start_session(master: str) -> Any:
     """A quiet SparkSession on ``master`` for a job script (its process's only one)."""
@@ -22,6 +24,7 @@ def start_session(master: str) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
+        .config("spark.driver.extraJavaOptions", os.environ.get(JAVA_OPTIONS_ENV, ""))
         .getOrCreate()
     )
 

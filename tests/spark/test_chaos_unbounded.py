@@ -535,7 +535,12 @@ class Chain:
             refused = time.monotonic() - started < REFUSED_WITHIN
             # the run it was sent to was killed, before or after the request reached it
             expired = "its driver is gone" in text or "its last driver," in text
-            if "(recorded FINISHED" in text:  # sent again, but the job ended first
+            ended_first = "(recorded FINISHED" in text or (
+                # sent again after a kill, it reached the job's last epoch: the run ended
+                # without taking it, as Flink fails a savepoint of a job that finishes
+                request.tries and "the job ended before it took the savepoint" in text
+            )
+            if ended_first:
                 request.tries.append(text)
                 request.state = "planned"
             elif (refused or expired or "InjectedFault" in text) and len(request.tries) < 5:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flintlock import StreamExecutionEnvironment
-from flintlock.core.spark.session import SparkSetupError
+from flintlock.core.spark.session import JAVA_OPTIONS_ENV, SparkSetupError, driver_java_options
 
 
 def test_the_active_session_is_used_and_left_running(spark: Any) -> None:
@@ -47,3 +47,20 @@ def test_an_embedded_session_is_started_and_stopped(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ROWS [0, 1, 2, 3, 4]" in done.stdout
     assert "ACTIVE AFTER None" in done.stdout
+
+
+def test_the_embedded_sessions_driver_gets_the_users_java_options_after_the_quiet_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, " -XX:TieredStopAtLevel=1 -Dmarker=1 ")
+    options = driver_java_options().split()
+    assert options[0].startswith("-Dlog4j2.configurationFile=file:")
+    assert options[1:] == ["-XX:TieredStopAtLevel=1", "-Dmarker=1"]
+    monkeypatch.delenv(JAVA_OPTIONS_ENV)
+    assert driver_java_options().split() == options[:1]
+
+
+def test_the_test_suites_jvm_runs_with_the_test_java_options(spark: Any) -> None:
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(runtime.getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in arguments, arguments
