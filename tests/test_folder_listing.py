@@ -112,6 +112,9 @@ def test_a_job_master_polls_while_the_first_request_creates_the_control_folder(
         with churning(request_and_remove_the_folder):
             assert arrow_fails(Path(control.directory), recursive=False)
             taken = [control.next_request("run-a") for _ in range(3000)]
+            deadline = time.monotonic() + 30  # a slow request thread: poll until it is seen
+            while not any(taken) and time.monotonic() < deadline:
+                taken.append(control.next_request("run-a"))
     finally:
         lease.release()
     ids = {request.request_id for request in taken if request is not None}

@@ -20,7 +20,13 @@ from flintlock.core.checkpoint.commit_log import CommitLog
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.job.lease import JobLease, read_holder
+from flintlock.core.job.lease import (
+    JobLease,
+    generation_path,
+    generations,
+    heartbeat_path,
+    read_holder,
+)
 from flintlock.core.job.status import job_status
 from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
 
@@ -35,8 +41,8 @@ def lease_of(folder: JobFolder, run_id: str, renew: float = 0.2) -> JobLease:
     return JobLease(folder.storage, folder.path, folder.job_name, run_id, renew_seconds=renew)
 
 
-def write_holder(folder: JobFolder, **fields: Any) -> None:
-    """A lease file as another driver would leave it."""
+def write_holder(folder: JobFolder, generation: int | None = None, **fields: Any) -> Path:
+    """The next generation of the lease, as another driver would create it."""
     now = time.time()
     document = {
         "job_name": folder.job_name,
@@ -49,7 +55,17 @@ def write_holder(folder: JobFolder, **fields: Any) -> None:
         "ttl_seconds": 10.0,
         **fields,
     }
-    Path(folder.path, "_lease.json").write_text(json.dumps(document))
+    if generation is None:
+        generation = (generations(folder.storage, folder.path) or [0])[-1] + 1
+    document["generation"] = generation
+    path = Path(generation_path(folder.path, generation))
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(document))
+    return path
+
+
+def lease_files(folder: JobFolder) -> list[str]:
+    return sorted(os.listdir(Path(folder.path, "_lease")))
 
 
 # ---- the lease ----
@@ -66,12 +82,14 @@ def test_a_second_driver_is_refused_while_the_first_holds_the_lease(tmp_path: Pa
         first.check("commits")
         holder = read_holder(folder.storage, folder.path)
         assert holder is not None and holder.run_id == "run-1" and holder.renewed > first._acquired
+        assert (holder.generation, first.generation, first.took_over) == (1, 1, None)
     finally:
         first.release()
-    assert not Path(folder.path, "_lease.json").exists()
-    second.acquire()  # released: the next driver takes it
+    assert read_holder(folder.storage, folder.path) is None  # released: generation 2 says so
+    assert lease_files(folder) == ["000000000001.json", "000000000002.json"]
+    second.acquire()  # released: the next driver takes it, and takes over from nobody
+    assert (second.generation, second.took_over) == (3, None)
     second.release()
-    assert os.listdir(Path(folder.path, "_lease-candidates")) == []
 
 
 def test_of_drivers_starting_together_exactly_one_takes_the_lease(tmp_path: Path) -> None:
@@ -109,24 +127,19 @@ def test_a_lease_taken_over_fences_its_old_holder(tmp_path: Path) -> None:
     lease = lease_of(folder, "run-1")
     lease.acquire()
     folder.lease = lease
-    write_holder(folder, run_id="run-2")  # another driver took it over
+    write_holder(folder, run_id="run-2")  # another driver took it over: generation 2
     with pytest.raises(LeaseLostError, match=r"taken over by run run-2.*stops before it commits"):
         folder.fence("commits checkpoint 4")
     with pytest.raises(LeaseLostError):
         folder.record_finished("run-1", 4, {})  # the result store is fenced too
     assert not Path(folder.path, "_result.json").exists()
     lease.release()
-    assert read_holder(folder.storage, folder.path).run_id == "run-2"  # not ours to remove
+    holder = read_holder(folder.storage, folder.path)
+    assert holder is not None and (holder.run_id, holder.generation) == ("run-2", 2)
 
 
-def test_a_lease_that_was_removed_or_not_renewed_is_lost(tmp_path: Path) -> None:
+def test_a_lease_whose_renewals_stopped_is_lost(tmp_path: Path) -> None:
     folder = job_folder(tmp_path)
-    lease = lease_of(folder, "run-1", renew=0.05)
-    lease.acquire()
-    Path(folder.path, "_lease.json").unlink()
-    with pytest.raises(LeaseLostError, match="lease file was removed"):
-        lease.check("completes checkpoint 2")
-    lease.release()
     stalled = lease_of(folder, "run-2", renew=0.05)
     stalled.acquire()
     stalled._stop.set()  # its renewals stop, as in a driver that hangs
@@ -147,6 +160,7 @@ def test_a_dead_or_expired_holder_is_taken_over(tmp_path: Path) -> None:
     write_holder(folder, run_id="killed", pid=int(dead.stdout))  # its process is gone
     lease = lease_of(folder, "run-1")
     lease.acquire()  # at once, though the lease is fresh
+    assert lease.took_over is not None and "run killed" in lease.took_over
     lease.release()
     write_holder(folder, run_id="elsewhere", host="another-host", renewed=time.time() - 11)
     lease.acquire()  # on another host: expired after its time to live
@@ -154,6 +168,91 @@ def test_a_dead_or_expired_holder_is_taken_over(tmp_path: Path) -> None:
     write_holder(folder, run_id="elsewhere", host="another-host")
     with pytest.raises(JobLeaseError, match="held by run elsewhere"):
         lease.acquire()
+
+
+@pytest.mark.parametrize("damage", ["", "{", '{"run_id": 1}', "\x00\xff garbage"])
+def test_a_damaged_lease_is_an_expired_one_taken_over_by_the_same_swap(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = job_folder(tmp_path)
+    first = lease_of(folder, "run-1")
+    first.acquire()
+    folder.record_running("run-1")
+    first._stop.set()  # killed: its generation stays
+    generation_path_ = Path(generation_path(folder.path, first.generation))
+    generation_path_.write_text(damage)  # truncated or garbled on the storage
+    assert job_status(folder)["status"] != "RUNNING"  # status reads it without failing
+    second = lease_of(folder, "run-2")
+    with caplog.at_level("WARNING", logger="flintlock.lease"):
+        second.acquire()  # no live holder can be proven: taken over, and said so
+    assert second.generation == 2 and "damaged" in (second.took_over or "")
+    assert "takes the lease over from generation 1, whose file is damaged" in caplog.text
+    folder.lease = second
+    folder.fence("commits")  # it holds the lease
+    second.release()
+
+
+def test_a_stale_holder_cannot_publish_once_a_successor_fenced_its_next_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The guarantee is the create-once publish, not the lease check: a driver paused
+    after its check finds its checkpoint id taken, whoever got there first."""
+    stale_folder = job_folder(tmp_path)
+    stale = CheckpointCoordinator(stale_folder)
+    stale_lease = lease_of(stale_folder, "staleeeeeeee")
+    stale_lease.acquire()
+    stale_folder.lease = stale_lease
+    stale.commit(complete(stale, 1, "staleeeeeeee"), {"sink": RecordingSink()})
+    stale_lease._stop.set()  # paused: no renewals
+    successor_folder = job_folder(tmp_path)
+    successor = CheckpointCoordinator(successor_folder)
+    stale_holder_file = Path(generation_path(stale_folder.path, 1))
+    expired = json.loads(stale_holder_file.read_text()) | {"host": "paused-host"}
+    long_ago = time.time() - 60
+    stale_holder_file.write_text(json.dumps(expired | {"acquired": long_ago, "renewed": long_ago}))
+    Path(heartbeat_path(stale_folder.path, 1)).unlink()
+    taker = lease_of(successor_folder, "successorrrr")
+    taker.acquire()
+    successor_folder.lease = taker
+    assert taker.took_over is not None
+    assert successor.fence_next("successorrrr") == 2  # the stale driver's next checkpoint
+    stale_folder.lease = None  # as if its lease check had passed before the pause
+    with pytest.raises(LeaseLostError, match=r"checkpoint 2 was already fenced by run succ"):
+        complete(stale, 2, "staleeeeeeee")
+    fence = json.loads(Path(successor.directory, "chk-2", "_metadata.json").read_text())
+    assert (fence["kind"], fence["lease_generation"]) == ("fenced", 2)
+    assert successor.latest().checkpoint_id == 1  # a fence is no checkpoint
+    third = complete(successor, 3, "successorrrr")  # the successor goes on above it
+    assert third.checkpoint_id == 3 and successor.highest_id() == 3
+    with pytest.raises(LeaseLostError, match="checkpoint 3 was already completed by run succ"):
+        complete(stale, 3, "staleeeeeeee")  # an id completed by another is never rewritten
+    assert (
+        json.loads(Path(successor.directory, "chk-3", "_metadata.json").read_text())["run_id"]
+        == "successorrrr"
+    )
+    successor.retain(1)  # old checkpoints go; the fence stays for good
+    assert sorted(os.listdir(successor.directory)) == ["chk-2", "chk-3"]
+    taker.release()
+
+
+def test_a_result_of_an_older_lease_generation_is_not_recorded(tmp_path: Path) -> None:
+    folder = job_folder(tmp_path)
+    old = lease_of(folder, "run-1")
+    old.acquire()
+    folder.lease = old
+    folder.record_running("run-1")
+    old._stop.set()
+    newer = job_folder(tmp_path)
+    write_holder(newer, run_id="run-2", host="h", renewed=time.time())
+    newer.lease = lease_of(newer, "run-2")
+    newer.lease.generation = 2
+    newer.lease._renewed_at = time.monotonic()
+    newer.record_running("run-2")
+    old.lost = None
+    old.check = lambda action: None  # type: ignore[method-assign]  # paused after its check
+    with pytest.raises(LeaseLostError, match=r"lease generation 2\) recorded the job's result"):
+        folder.record_failed("run-1", RuntimeError("late"))
+    assert folder.read_record().run_id == "run-2"
 
 
 # ---- the commit record ----
@@ -181,14 +280,14 @@ class RecordingSink(TwoPhaseCommitSink):
         self.commits.append((context.checkpoint_id, committables))
 
 
-def complete(coordinator: CheckpointCoordinator, checkpoint_id: int) -> Any:
+def complete(coordinator: CheckpointCoordinator, checkpoint_id: int, run_id: str = "run1") -> Any:
     ack = {
         "task_name": "v",
         "subtask_index": 0,
         "checkpoint_id": checkpoint_id,
         "committables": {"sink": [f"file-{checkpoint_id}"]},
     }
-    return coordinator.complete(checkpoint_id, "run1", False, [ack], {("v", 0)})
+    return coordinator.complete(checkpoint_id, run_id, False, [ack], {("v", 0)})
 
 
 def test_committing_n_commits_the_earlier_pending_checkpoints_first(tmp_path: Path) -> None:
@@ -242,11 +341,12 @@ def test_the_status_says_running_only_under_a_fresh_lease(tmp_path: Path) -> Non
     folder.record_running("run-1")
     assert job_status(folder)["status"] == "RUNNING"
     lease._stop.set()  # the driver is gone: SIGKILL leaves the lease file behind
-    write_holder(folder, run_id="run-1", host="another-host", renewed=time.time() - 30)
+    stale = time.time() - 30
+    write_holder(folder, 1, run_id="run-1", host="another-host", acquired=stale, renewed=stale)
+    Path(heartbeat_path(folder.path, 1)).unlink()
     status = job_status(folder)
     assert status["status"] == "NOT_RUNNING" and status["recorded_status"] == "RUNNING"
     assert status["since"] == pytest.approx(time.time() - 30, abs=2)
-    Path(folder.path, "_lease.json").unlink()
     folder.record_finished("run-1", 5, {"records_out": {"sink": 10}})
     status = job_status(folder)
     assert (status["status"], status["latest_checkpoint"]) == ("FINISHED", 5)

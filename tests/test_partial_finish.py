@@ -11,8 +11,12 @@ import pyarrow.fs as pafs
 import pytest
 from lifecycle_ops import Passthrough, Union2, batch
 
-from flintlock.core.checkpoint.coordinator import fully_finished, subtasks_finished
-from flintlock.core.checkpoint.finished_subtasks import epoch_has_work, finished_subtasks
+from flintlock.core.checkpoint.finished_subtasks import (
+    epoch_has_work,
+    finished_subtasks,
+    fully_finished,
+    subtasks_finished,
+)
 from flintlock.core.checkpoint.reader import Checkpoint
 from flintlock.core.checkpoint.restore import RestoreSource, plan_restores
 from flintlock.core.checkpoint.snapshots import TaskRestore, TaskSnapshot

@@ -47,6 +47,10 @@ class CommitLog:
     def path_of(self, checkpoint_id: int) -> str:
         return f"{self.directory}/chk-{checkpoint_id}.json"
 
+    def forget(self) -> None:
+        """List the record again at the next look (another driver may have added to it)."""
+        self._ids = None
+
     def committed_ids(self) -> list[int]:
         """Every recorded checkpoint id, ascending (listed once, then kept up to date)."""
         if self._ids is None:
@@ -84,7 +88,9 @@ class CommitLog:
         return checkpoint_id in self.committed_ids()
 
     def record(self, checkpoint_id: int, run_id: str) -> None:
-        """Append: checkpoint ``checkpoint_id`` was committed (an entry is never rewritten)."""
+        """Append: checkpoint ``checkpoint_id`` was committed. An entry is created once and
+        never rewritten: a second driver that committed the same checkpoint (its commits
+        are idempotent) finds it there."""
         ids = self.committed_ids()
         if checkpoint_id in ids:
             return
@@ -94,8 +100,9 @@ class CommitLog:
             "checkpoint_id": checkpoint_id,
             "run_id": run_id,
             "committed": time.time(),
+            "lease_generation": self.folder.generation,
         }
-        self.storage.write_json_atomically(self.path_of(checkpoint_id), document)
+        self.storage.create_json_once(self.path_of(checkpoint_id), document)
         self._ids = sorted([*ids, checkpoint_id])
         for old in self._ids[:-KEPT_ENTRIES]:
             self.storage.filesystem.delete_file(self.path_of(old))

@@ -12,6 +12,13 @@ import pyarrow.fs as pafs
 
 from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.commit_log import CommitLog
+from flintlock.core.checkpoint.fences import (
+    fence_next,
+    highest_folder_id,
+    is_fence,
+    publish_once,
+)
+from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks_finished
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path, resolve_path
 from flintlock.core.checkpoint.storage import list_folder
@@ -23,7 +30,13 @@ CHECKPOINT_FOLDER = re.compile(r"chk-(\d+)")
 RUN_FOLDER = re.compile(r"[0-9a-f]{12}")
 """A run's folder in the job's folder (``JobMaster.new_run_id``)."""
 
-__all__ = ["CheckpointCoordinator", "CheckpointError", "CommitError", "CompletedCheckpoint"]
+__all__ = [
+    "CheckpointCoordinator",
+    "CheckpointError",
+    "CommitError",
+    "CompletedCheckpoint",
+    "is_fence",
+]
 
 
 @dataclass
@@ -121,7 +134,7 @@ class CheckpointCoordinator:
         if snapshot_root is not None:
             document["savepoint"] = snapshot_root
         try:
-            self._write_metadata(path, document, label, checkpoint_id)
+            self._publish(path, document, label, checkpoint_id)
         except CheckpointError as error:
             if savepoint_metadata is not None:  # no savepoint of a checkpoint that failed
                 try:
@@ -161,6 +174,30 @@ class CheckpointCoordinator:
                 f"job '{self.job_name}': the {label} {id_} cannot be written to {path}: {error}"
             ) from error
 
+    def _publish(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
+        publish_once(self.folder, path, document, f"{label} {id_}", id_)
+
+    def highest_id(self) -> int:
+        """The highest checkpoint id ever used here: completed, fenced or committed."""
+        last = self.commit_log.last()
+        return max(highest_folder_id(self._entries()), last.checkpoint_id if last else 0)
+
+    def fence_next(self, run_id: str) -> int:
+        """Occupy the next checkpoint id with a fence (``fences.fence_next``)."""
+        self.commit_log.forget()
+        return fence_next(self.folder, run_id, self.highest_id, self._metadata_path)
+
+    def _metadata_path(self, checkpoint_id: int) -> str:
+        return f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
+
+    def _completed_document(self, folder: str) -> dict[str, Any] | None:
+        """The metadata of the checkpoint in ``folder``; None if it has none or is a fence."""
+        path = f"{folder}/{METADATA}"
+        if not self.storage.exists(path):
+            return None
+        document = self.storage.read_json(path)
+        return None if is_fence(document) else document
+
     def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
         """Commit ``checkpoint``, after every earlier completed checkpoint not committed yet,
         in order (Flink's subsumed checkpoints); idempotent."""
@@ -177,9 +214,7 @@ class CheckpointCoordinator:
             if match is None or int(match.group(1)) >= checkpoint_id:
                 continue
             earlier = int(match.group(1))
-            if self.commit_log.contains(earlier) or not self.storage.exists(
-                f"{info.path}/{METADATA}"
-            ):
+            if self.commit_log.contains(earlier) or self._completed_document(info.path) is None:
                 continue
             if not self.storage.exists(f"{info.path}/{COMMITTED}"):
                 pending.append(self._read(earlier, info.path))
@@ -226,10 +261,10 @@ class CheckpointCoordinator:
         its subtasks' snapshot files, then its folder. A savepoint's own folder is never
         deleted: it belongs to the user, only its ``chk-<N>`` entry goes."""
         self.folder.fence("deletes old checkpoints")
-        completed = []
+        completed = []  # fences are never deleted: they keep old drivers out for good
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
-            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+            if match is not None and self._completed_document(info.path) is not None:
                 completed.append(int(match.group(1)))
         deleted = []
         for checkpoint_id in sorted(completed, reverse=True)[keep:]:
@@ -253,7 +288,7 @@ class CheckpointCoordinator:
         needed: dict[str, set[str]] = {}
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
-            if match is not None and self.storage.exists(f"{info.path}/{METADATA}"):
+            if match is not None and self._completed_document(info.path) is not None:
                 checkpoint = self._read(int(match.group(1)), info.path)
                 needed.setdefault(checkpoint.run_id, set()).add(info.base_name)
         removed = []
@@ -295,8 +330,8 @@ class CheckpointCoordinator:
             ids.append(int(match.group(1)))
         for checkpoint_id in sorted(ids, reverse=True):
             folder = f"{self.directory}/chk-{checkpoint_id}"
-            if not self.storage.exists(f"{folder}/{METADATA}"):
-                continue  # never completed: the run stopped before its metadata was written
+            if self._completed_document(folder) is None:
+                continue  # never completed (its run stopped before), or a fence
             return self._read(checkpoint_id, folder)
         return None
 
@@ -350,38 +385,3 @@ def _with_manifest(ack: dict[str, Any], change: Callable[[str], str]) -> dict[st
     if "manifest_path" not in ack:
         return ack
     return {**ack, "manifest_path": change(ack["manifest_path"])}
-
-
-def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
-    """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
-    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
-    acknowledgement without the flag is of a subtask that did not finish."""
-    finished: dict[str, int | None] = {}
-    for ack in acknowledgements:
-        name = ack["task_name"]
-        at = _finished_at(ack, checkpoint_id)
-        known = finished.get(name, at)
-        finished[name] = None if at is None or known is None else max(known, at)
-    return {name: at for name, at in sorted(finished.items()) if at is not None}
-
-
-def subtasks_finished(
-    acknowledgements: list[dict[str, Any]], checkpoint_id: int
-) -> dict[str, dict[str, int]]:
-    """Vertex name -> {subtask index (as a JSON key): the checkpoint it finished in}, for
-    every subtask that acknowledged ``checkpoint_id`` as finished, whether its vertex
-    finished fully or its siblings go on (FLIP-147 at subtask granularity)."""
-    finished: dict[str, dict[str, int]] = {}
-    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
-        at = _finished_at(ack, checkpoint_id)
-        if at is not None:
-            finished.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = at
-    return finished
-
-
-def _finished_at(ack: dict[str, Any], checkpoint_id: int) -> int | None:
-    """The checkpoint an acknowledging subtask finished in (this one for an ack from
-    before ``finished_at``); None if it did not finish."""
-    if not ack.get("finished"):
-        return None
-    return int(ack.get("finished_at") or checkpoint_id)

@@ -14,7 +14,7 @@ exhausted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.plan.graph import GraphError, JobGraph, JobVertex
 
@@ -120,3 +120,38 @@ def _fed_by_finished(graph: JobGraph, vertex: JobVertex, subtask: int, finished:
         if any((upstream, index) not in finished for index in feeding):
             return False
     return True
+
+
+def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
+    """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
+    acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
+    acknowledgement without the flag is of a subtask that did not finish."""
+    finished: dict[str, int | None] = {}
+    for ack in acknowledgements:
+        name = ack["task_name"]
+        at = _finished_at(ack, checkpoint_id)
+        known = finished.get(name, at)
+        finished[name] = None if at is None or known is None else max(known, at)
+    return {name: at for name, at in sorted(finished.items()) if at is not None}
+
+
+def subtasks_finished(
+    acknowledgements: list[dict[str, Any]], checkpoint_id: int
+) -> dict[str, dict[str, int]]:
+    """Vertex name -> {subtask index (as a JSON key): the checkpoint it finished in}, for
+    every subtask that acknowledged ``checkpoint_id`` as finished, whether its vertex
+    finished fully or its siblings go on (FLIP-147 at subtask granularity)."""
+    finished: dict[str, dict[str, int]] = {}
+    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
+        at = _finished_at(ack, checkpoint_id)
+        if at is not None:
+            finished.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = at
+    return finished
+
+
+def _finished_at(ack: dict[str, Any], checkpoint_id: int) -> int | None:
+    """The checkpoint an acknowledging subtask finished in (this one for an ack from
+    before ``finished_at``); None if it did not finish."""
+    if not ack.get("finished"):
+        return None
+    return int(ack.get("finished_at") or checkpoint_id)

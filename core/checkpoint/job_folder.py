@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.job_errors import CheckpointError, JobIdentityError
+from flintlock.core.job_errors import CheckpointError, JobIdentityError, LeaseLostError
 
 if TYPE_CHECKING:
     from flintlock.core.job.lease import JobLease
@@ -66,6 +66,12 @@ class JobFolder:
         self._job_id: str | None = None
         self.lease: JobLease | None = None
         """The lease of the driver run that uses this folder, once it holds one."""
+
+    @property
+    def generation(self) -> int | None:
+        """The lease generation of the driver run using this folder: its fencing token,
+        written into everything it publishes (None without a lease)."""
+        return self.lease.generation if self.lease is not None else None
 
     def fence(self, action: str) -> None:
         """The fencing check before the driver publishes: a LeaseLostError if its lease
@@ -163,12 +169,24 @@ class JobFolder:
 
     def _write_record(self, status: JobStatus, run_id: str, **fields: Any) -> None:
         self.fence(f"records the job's result ({status})")
+        path = f"{self.path}/{RESULT}"
+        generation = self.generation
+        if generation is not None and self.storage.exists(path):
+            theirs = self.storage.read_json(path)
+            newer = theirs.get("lease_generation") if isinstance(theirs, dict) else None
+            if isinstance(newer, int) and newer > generation:
+                raise LeaseLostError(
+                    f"job '{self.job_name}': run {theirs.get('run_id')} (lease generation "
+                    f"{newer}) recorded the job's result {path} after this driver (run "
+                    f"{run_id}, generation {generation}) lost its lease: {status} is not recorded"
+                )
         document = {
             "job_name": self.job_name,
             "job_id": self.job_id,
             "status": status,
             "run_id": run_id,
             "time": time.time(),
+            "lease_generation": generation,
             **fields,
         }
-        self.storage.write_json_atomically(f"{self.path}/{RESULT}", document)
+        self.storage.write_json_atomically(path, document)

@@ -14,7 +14,12 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.coordinator import CHECKPOINT_FOLDER, COMMITTED, METADATA
+from flintlock.core.checkpoint.coordinator import (
+    CHECKPOINT_FOLDER,
+    COMMITTED,
+    METADATA,
+    is_fence,
+)
 from flintlock.core.checkpoint.job_folder import IDENTITY
 from flintlock.core.checkpoint.paths import parent_folder, resolve_path
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
@@ -130,6 +135,11 @@ def load_checkpoint(path: str) -> Checkpoint:
     folder = checkpoint_folder(storage, storage.base_path)
     metadata = f"{folder}/{METADATA}"
     document = storage.read_json(metadata)
+    if is_fence(document):
+        raise CheckpointError(
+            f"{folder} is no checkpoint: its id was fenced by run {document.get('run_id')} "
+            f"when it took the job's lease over, and nothing completed there"
+        )
     try:
         job_name, job_id = str(document["job_name"]), str(document["job_id"])
         checkpoint_id = int(document["checkpoint_id"])
@@ -216,10 +226,11 @@ def list_job_checkpoints(storage: CheckpointStorage, job_folder: str) -> list[Ch
     summaries = []
     for checkpoint_id, folder in sorted(found):
         metadata = f"{folder}/{METADATA}"
-        if not storage.exists(metadata):
+        document = storage.read_json(metadata) if storage.exists(metadata) else None
+        if document is None or is_fence(document):
             summaries.append(CheckpointSummary("?", checkpoint_id, folder, completed=False))
             continue
-        summaries.append(_summary(storage.read_json(metadata), folder, storage, checkpoint_id))
+        summaries.append(_summary(document, folder, storage, checkpoint_id))
     return summaries
 
 

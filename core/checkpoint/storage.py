@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from flintlock.core.checkpoint.create_once import create_once
 from flintlock.core.job_errors import CheckpointError
 from flintlock.core.task_info import TaskInfo
 
@@ -127,6 +128,13 @@ class CheckpointStorage:
         size = self.write_json(temporary, document)
         self.filesystem.move(temporary, path)
         return size
+
+    def create_json_once(self, path: str, document: Any) -> bool:
+        """Create ``path`` with ``document`` unless a file is there (then False, nothing
+        written): readers see the whole document or none, and of two writers one fails."""
+        data = json.dumps(document, sort_keys=True, indent=1).encode()
+        self._make_parent(path)
+        return create_once(self.filesystem, path, data)
 
     def read_json(self, path: str) -> Any:
         """Read a JSON document written by ``write_json``; a damaged one names its file."""

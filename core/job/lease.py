@@ -1,28 +1,30 @@
-"""One driver per job: the lease the running driver holds in the job's folder.
+"""One driver per job: the lease, taken by compare-and-swap, never by timing.
 
-``<job folder>/_lease.json`` names the holder (run id, host, pid, when it was renewed,
-for how long a renewal holds). The driver renews it every ``renew_seconds`` from a
-background thread, through the same ``pyarrow.fs`` storage as the checkpoints, so any
-process that sees the storage can tell whether the job runs. A start while a fresh lease
-of a live driver exists is refused, naming the holder; a lease whose holder is gone (not
-renewed within its time to live, or its process dead on this host) is taken over.
+The lease is a sequence of generations in ``<job folder>/_lease/``: ``<generation>.json``
+(zero-padded) names the driver run that took generation N, and is created once
+(``CheckpointStorage.create_json_once``). Taking the lease is creating the generation
+after the newest one: of two drivers that try, one creates it and the other finds it
+taken. The holder renews ``<generation>.renewed.json`` (its heartbeat) every
+``renew_seconds``; a stale holder's late renewal touches only its own, older
+generation. Releasing creates the next generation as a release record.
 
-Two drivers that start together each write a candidate file under
-``_lease-candidates/`` and then list them: a driver that sees only its own takes the
-lease (of two, one always sees the other); drivers that see each other step back and
-try again after a random pause, and find the lease taken.
-
-A driver checks its lease (``check``, the fencing check) before it completes a
-checkpoint, commits, or writes the job's result: once another driver took it over, or it
-could not renew it in time, it stops there, so two drivers never both publish. What
-remains is the moment between the check and the write.
+A start is refused while the newest generation's holder holds it (renewed within its time
+to live, its process not known dead); otherwise it takes the next generation, saying
+whom it took over from. A damaged newest generation is an expired one: its holder cannot
+be proven alive. Clocks only decide when a lease may be taken over: the generation is the
+fencing token a driver writes into everything it publishes, and what makes a paused old
+holder harmless is that checkpoints are published create-once and a driver that takes
+the lease over from one not released fences the next checkpoint id first
+(``CheckpointCoordinator.fence_next``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -34,13 +36,17 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
 
-LEASE = "_lease.json"
-CANDIDATES = "_lease-candidates"
+LEASE_DIR = "_lease"
+GENERATION_FILE = re.compile(r"(\d{12})\.json")
 DEFAULT_RENEW_SECONDS = 2.0
 ACQUIRE_ATTEMPTS = 10
-"""Attempts of drivers that start at the same moment before one is refused."""
+"""Generations lost to drivers that start at the same moment before a start is refused."""
 RENEWALS_PER_LEASE = 5
 """A lease holds for this many renewal periods: a few missed renewals do not lose it."""
+KEPT_GENERATIONS = 4
+"""Newest generations kept in ``_lease/``; older ones are history nobody reads."""
+
+log = logging.getLogger("flintlock.lease")
 
 
 def process_start(pid: int) -> str | None:
@@ -66,7 +72,7 @@ def process_alive(pid: int, started: str | None) -> bool:
 
 @dataclass(frozen=True)
 class LeaseHolder:
-    """Who holds (or asks for) a job's lease, as its file says."""
+    """Who holds a job's lease (one generation of it), as its files say."""
 
     run_id: str
     host: str
@@ -75,6 +81,7 @@ class LeaseHolder:
     acquired: float
     renewed: float
     ttl_seconds: float
+    generation: int = 0
 
     def age(self, now: float | None = None) -> float:
         """Seconds since the last renewal (by this host's clock)."""
@@ -107,23 +114,101 @@ class LeaseHolder:
                 pid=int(document["pid"]),
                 process_started=document.get("process_started"),
                 acquired=float(document["acquired"]),
-                renewed=float(document["renewed"]),
+                renewed=float(document.get("renewed", document["acquired"])),
                 ttl_seconds=float(document["ttl_seconds"]),
+                generation=int(document.get("generation", 0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"the job lease {path} is damaged: {error!r}") from error
 
 
-def read_holder(storage: CheckpointStorage, folder: str) -> LeaseHolder | None:
-    """The holder ``<folder>/_lease.json`` names, if the file exists."""
-    path = f"{folder}/{LEASE}"
-    try:
-        document = storage.read_json(path)
-    except CheckpointError as error:
-        if isinstance(error.__cause__, FileNotFoundError):
+@dataclass(frozen=True)
+class LeaseState:
+    """The newest generation of a job's lease: its holder, or why there is none."""
+
+    generation: int
+    path: str
+    holder: LeaseHolder | None = None
+    released: bool = False
+    damaged: str | None = None
+    """Why the generation's file could not be read (then it is taken as expired)."""
+
+    def binds(self, run_id: str) -> bool:
+        """Whether it keeps driver run ``run_id`` from taking the lease now."""
+        holder = self.holder
+        return (
+            not self.released and holder is not None and holder.run_id != run_id and holder.holds()
+        )
+
+    def describe(self) -> str:
+        """Whom a driver takes the lease over from, for messages."""
+        if self.damaged is not None:
+            return f"generation {self.generation}, whose file is damaged ({self.damaged})"
+        assert self.holder is not None
+        return f"generation {self.generation}, {self.holder.describe()}, not released"
+
+
+def lease_dir(folder: str) -> str:
+    return f"{folder}/{LEASE_DIR}"
+
+
+def generation_path(folder: str, generation: int) -> str:
+    return f"{lease_dir(folder)}/{generation:012d}.json"
+
+
+def heartbeat_path(folder: str, generation: int) -> str:
+    return f"{lease_dir(folder)}/{generation:012d}.renewed.json"
+
+
+def generations(storage: CheckpointStorage, folder: str) -> list[int]:
+    """The generations in ``<folder>/_lease/``, ascending."""
+    found = []
+    for info in list_folder(storage.filesystem, lease_dir(folder)):
+        match = GENERATION_FILE.fullmatch(info.base_name)
+        if match is not None and info.type == pafs.FileType.File:
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def read_state(storage: CheckpointStorage, folder: str) -> LeaseState | None:
+    """The newest generation of the lease, if the job ever had one."""
+    for _ in range(3):  # an old generation removed while listed: list again
+        found = generations(storage, folder)
+        if not found:
             return None
-        raise
-    return LeaseHolder.from_json(document, path)
+        generation = found[-1]
+        path = generation_path(folder, generation)
+        try:
+            document = storage.read_json(path)
+        except CheckpointError as error:
+            if isinstance(error.__cause__, FileNotFoundError):
+                continue
+            return LeaseState(generation, path, damaged=str(error))
+        if isinstance(document, dict) and document.get("released") is True:
+            return LeaseState(generation, path, released=True)
+        try:
+            holder = LeaseHolder.from_json(document, path)
+        except CheckpointError as error:
+            return LeaseState(generation, path, damaged=str(error))
+        return LeaseState(generation, path, _with_heartbeat(storage, folder, holder))
+    return None
+
+
+def _with_heartbeat(storage: CheckpointStorage, folder: str, holder: LeaseHolder) -> LeaseHolder:
+    """``holder`` renewed as its heartbeat file says (a damaged heartbeat says nothing)."""
+    try:
+        document = storage.read_json(heartbeat_path(folder, holder.generation))
+        renewed = float(document["renewed"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return holder
+    return LeaseHolder(**{**asdict(holder), "renewed": max(renewed, holder.renewed)})
+
+
+def read_holder(storage: CheckpointStorage, folder: str) -> LeaseHolder | None:
+    """The holder of the newest generation (fresh or not), unless it was released or its
+    file is damaged."""
+    state = read_state(storage, folder)
+    return None if state is None else state.holder if not state.released else None
 
 
 class JobLease:
@@ -145,7 +230,11 @@ class JobLease:
         self.run_id = run_id
         self.renew_seconds = float(renew_seconds)
         self.ttl_seconds = self.renew_seconds * RENEWALS_PER_LEASE
-        self.path = f"{folder}/{LEASE}"
+        self.path = lease_dir(folder)
+        self.generation = 0
+        """The generation this run took: its fencing token (0 before ``acquire``)."""
+        self.took_over: str | None = None
+        """Whom the lease was taken over from (a holder that did not release it)."""
         self.lost: str | None = None
         """Why the lease was lost, once it was."""
         self._renewed_at = 0.0  # monotonic time of the last successful renewal
@@ -157,97 +246,75 @@ class JobLease:
     # ---- acquiring ----
 
     def acquire(self) -> None:
-        """Take the lease and start renewing it; a JobLeaseError if a live driver holds it
-        or keeps starting at the same moment."""
-        rivals: list[LeaseHolder] = []
+        """Take the next generation and start renewing it; a JobLeaseError if a live driver
+        holds the lease or keeps taking it at the same moment."""
         for attempt in range(ACQUIRE_ATTEMPTS):
-            if attempt:  # both saw each other: both stepped back; try again, apart
+            if attempt:  # another driver took the generation meanwhile: look again, apart
                 time.sleep(random.uniform(0.01, 0.05) * attempt)
-            rivals = self._try_acquire()
-            if not rivals:
+            state = read_state(self.storage, self.folder)
+            if state is not None and state.binds(self.run_id):
+                self._refuse(state)
+            generation = 1 if state is None else state.generation + 1
+            self.took_over = None if state is None or state.released else state.describe()
+            self._acquired = time.time()
+            document = {**self._document(self._acquired), "generation": generation}
+            if self.storage.create_json_once(generation_path(self.folder, generation), document):
                 break
         else:
             raise JobLeaseError(
-                f"job '{self.job_name}' is being started by another driver at the same "
-                f"moment ({', '.join(r.describe() for r in rivals)}): this start is refused"
+                f"job '{self.job_name}' is being started by other drivers at the same moment: "
+                f"{ACQUIRE_ATTEMPTS} generations of its lease {self.path} were taken by "
+                f"others first; this start is refused"
             )
+        self.generation = generation
+        self._renewed_at = time.monotonic()
+        if self.took_over is not None:
+            log.warning(
+                "job '%s': run %s takes the lease over from %s",
+                self.job_name,
+                self.run_id,
+                self.took_over,
+            )
+        self._heartbeat(self._acquired)
+        self._forget_old_generations()
         self._thread = threading.Thread(
             target=self._renew_until_released, name=f"flintlock-lease-{self.run_id}", daemon=True
         )
         self._thread.start()
 
-    def _try_acquire(self) -> list[LeaseHolder]:
-        """One attempt: write a candidate, then list them all. Whoever sees only its own
-        takes the lease (of two, at least one sees the other, so never both); the
-        others are returned (and this candidate withdrawn)."""
-        self._refuse_if_held(read_holder(self.storage, self.folder))
-        mine = f"{self.folder}/{CANDIDATES}/{self.run_id}.json"
-        self._acquired = time.time()
-        self.storage.write_json_atomically(mine, self._document(self._acquired))
-        try:
-            rivals = self._other_candidates()
-            self._refuse_if_held(read_holder(self.storage, self.folder))
-            if not rivals:
-                self._write(self._acquired)  # before the candidate goes: one is always seen
-            return rivals
-        finally:
-            with contextlib.suppress(OSError):
-                self.storage.filesystem.delete_file(mine)
-
-    def _refuse_if_held(self, holder: LeaseHolder | None) -> None:
-        if holder is not None and holder.run_id != self.run_id and holder.holds():
-            raise JobLeaseError(
-                f"job '{self.job_name}' is already running: its lease {self.path} is held by "
-                f"{holder.describe()}. Stop that driver (flintlock stop) or wait until it "
-                f"ends; a lease not renewed for {holder.ttl_seconds:.0f} s is taken over"
-            )
-
-    def _other_candidates(self) -> list[LeaseHolder]:
-        """Live candidates of other drivers (those of dead starts are removed)."""
-        directory = f"{self.folder}/{CANDIDATES}"
-        live = []
-        for info in list_folder(self.storage.filesystem, directory):
-            if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
-                continue
-            try:
-                candidate = LeaseHolder.from_json(self.storage.read_json(info.path), info.path)
-            except CheckpointError:
-                continue  # half-written or withdrawn meanwhile
-            if candidate.run_id == self.run_id:
-                continue
-            if candidate.holds():
-                live.append(candidate)
-            elif candidate.age() > candidate.ttl_seconds or candidate.alive() is False:
-                with contextlib.suppress(OSError):  # left by a start that died
-                    self.storage.filesystem.delete_file(info.path)
-        return live
+    def _refuse(self, state: LeaseState) -> None:
+        holder = state.holder
+        assert holder is not None
+        raise JobLeaseError(
+            f"job '{self.job_name}' is already running: its lease {state.path} is held by "
+            f"{holder.describe()}. Stop that driver (flintlock stop) or wait until it "
+            f"ends; a lease not renewed for {holder.ttl_seconds:.0f} s is taken over"
+        )
 
     # ---- holding ----
 
     def check(self, action: str) -> None:
-        """The fencing check: raise LeaseLostError unless this run still holds the lease,
-        before it ``action`` (completes checkpoint 3, commits, writes the result)."""
+        """The fencing check: raise LeaseLostError unless this run still holds the newest
+        generation, before it ``action`` (completes checkpoint 3, commits, writes the
+        result). A check is an early stop, not the guarantee: that is create-once."""
         with self._lock:
             if self.lost is None:
                 self._verify()
             if self.lost is not None:
                 raise LeaseLostError(
-                    f"job '{self.job_name}': this driver (run {self.run_id}) lost its lease "
-                    f"{self.path}: {self.lost}. It stops before it {action}; the driver that "
-                    f"holds the lease now runs the job"
+                    f"job '{self.job_name}': this driver (run {self.run_id}, lease generation "
+                    f"{self.generation}) lost its lease {self.path}: {self.lost}. It stops "
+                    f"before it {action}; the driver that holds the lease now runs the job"
                 )
 
     def _verify(self) -> None:
-        """Set ``lost`` if the file names another run, is gone, or renewals lapsed."""
-        try:
-            holder = read_holder(self.storage, self.folder)
-        except CheckpointError as error:
-            self.lost = str(error)
-            return
-        if holder is None:
-            self.lost = "the lease file was removed"
-        elif holder.run_id != self.run_id:
-            self.lost = f"it was taken over by {holder.describe()}"
+        """Set ``lost`` if a newer generation exists, or renewals lapsed."""
+        state = read_state(self.storage, self.folder)
+        if state is None or state.generation < self.generation:
+            self.lost = "its generation was removed"
+        elif state.generation > self.generation:
+            taker = state.holder.describe() if state.holder else f"generation {state.generation}"
+            self.lost = f"it was taken over by {taker}"
         elif time.monotonic() - self._renewed_at >= self.ttl_seconds:
             self.lost = f"it was not renewed for {self.ttl_seconds:.0f} s"
 
@@ -256,15 +323,16 @@ class JobLease:
             with self._lock:
                 if self.lost is not None:
                     return
-                self._verify()
-                if self.lost is not None:
-                    return
-                # a failed write is tried again next period; the check fails once it lapses
-                with contextlib.suppress(OSError):
-                    self._write(time.time())
+                with contextlib.suppress(CheckpointError, OSError):  # tried again next period
+                    self._verify()
+                    if self.lost is not None:
+                        return
+                    self._heartbeat(time.time())
 
-    def _write(self, now: float) -> None:
-        self.storage.write_json_atomically(self.path, self._document(now))
+    def _heartbeat(self, now: float) -> None:
+        """Renew: only this generation's heartbeat is written (a late one harms nobody)."""
+        document = {"generation": self.generation, "run_id": self.run_id, "renewed": now}
+        self.storage.write_json_atomically(heartbeat_path(self.folder, self.generation), document)
         self._renewed_at = time.monotonic()
 
     def _document(self, now: float) -> dict[str, Any]:
@@ -277,21 +345,42 @@ class JobLease:
             renewed=now,
             ttl_seconds=self.ttl_seconds,
         )
-        return {"job_name": self.job_name, **asdict(holder)}
+        return {"job_name": self.job_name, **asdict(holder), "took_over": self.took_over}
+
+    def _forget_old_generations(self) -> None:
+        """Remove generations older than the newest few (nobody reads them)."""
+        for old in generations(self.storage, self.folder)[:-KEPT_GENERATIONS]:
+            for path in (generation_path(self.folder, old), heartbeat_path(self.folder, old)):
+                with contextlib.suppress(OSError):
+                    self.storage.filesystem.delete_file(path)
 
     # ---- releasing ----
 
     def release(self) -> None:
-        """Stop renewing; remove the lease file if it still names this run. Idempotent."""
+        """Stop renewing; if this run still holds the newest generation, create the next
+        one as a release record (a later start then knows nobody is left to fence).
+        Idempotent."""
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
         with self._lock:
-            try:
-                holder = read_holder(self.storage, self.folder)
-            except CheckpointError:
+            if self.generation == 0 or self.lost == "it was released":
                 return
-            if holder is not None and holder.run_id == self.run_id:
-                self.storage.filesystem.delete_file(self.path)
-            self.lost = self.lost or "it was released"
+            state = read_state(self.storage, self.folder)
+            if state is not None and state.generation == self.generation:
+                released = {
+                    "job_name": self.job_name,
+                    "released": True,
+                    "run_id": self.run_id,
+                    "generation": self.generation + 1,
+                    "time": time.time(),
+                }
+                self.storage.create_json_once(
+                    generation_path(self.folder, self.generation + 1), released
+                )
+                with contextlib.suppress(OSError):
+                    self.storage.filesystem.delete_file(
+                        heartbeat_path(self.folder, self.generation)
+                    )
+            self.lost = "it was released"

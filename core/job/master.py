@@ -125,6 +125,8 @@ class JobMaster(JobResults):
             try:
                 self.folder.open()
                 self.folder.lease = lease
+                if lease.took_over is not None:  # its old holder may still publish: not now
+                    self.coordinator.fence_next(self.run_id)
                 self.metrics.start()
                 with job_signals.on_cancel(self.cancel_spark_jobs):
                     self.settings, self.source_counts = settings, counts
@@ -183,13 +185,10 @@ class JobMaster(JobResults):
             log.check_resumable(latest.checkpoint_id if latest else None, "this start")
 
     def next_checkpoint_id(self, latest: CompletedCheckpoint | None) -> int:
-        """The id of a run's first checkpoint: above every completed and committed one."""
-        last = self.coordinator.commit_log.last()
-        highest = max(
-            latest.checkpoint_id if latest is not None else 0,
-            last.checkpoint_id if last is not None else 0,
-        )
-        return highest + 1
+        """The id of a run's first checkpoint: above every id used (completed, committed or
+        fenced): an id is published once."""
+        highest = self.coordinator.highest_id()
+        return max(highest, latest.checkpoint_id if latest is not None else 0) + 1
 
     def new_run_id(self) -> str:
         """A new run's id (its files and staging names carry it)."""

@@ -9,6 +9,8 @@ for tests/spark/test_one_driver_per_job.py. Prints ``READY`` once Spark is up an
 - ``worker-kill``: under ``local[2,4]``, the sink's subtask 0 kills its Python worker in
   pre_commit of checkpoint 2, once (its staged file stays behind: the driver cleans up);
 - ``killed``: renews its lease every 0.5 s and SIGKILLs itself after 2 epochs;
+- ``paused``: renews its lease every 0.5 s and stops itself (SIGSTOP) right after its
+  lease check for checkpoint 3, before it publishes it, until the test sends SIGCONT;
 - ``sigint`` (run as ``flintlock run driver_jobs.py -- sigint BASE``): epochs every 0.3 s
   until Ctrl-C.
 """
@@ -27,6 +29,7 @@ from job_scripts import print_result, start_session
 from pyspark import cloudpickle
 
 from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.pause_points import PAUSE_AT, PAUSE_MARKER
 from flintlock.core.errors import FlintlockError
 from flintlock.sinks.files import FileSink
 
@@ -73,6 +76,15 @@ def run(mode: str, base: str) -> dict[str, Any]:
         env = unbounded_jobs.build(start_session("local[2]"), base, end=END, lease_seconds=0.5)
         env.execute("unbounded", progress=unbounded_jobs.killed_after(2))
         return {"status": "not killed"}
+    if mode == "paused":
+        os.environ[PAUSE_AT] = "publish-checkpoint:3"
+        os.environ[PAUSE_MARKER] = f"{base}/paused"
+        env = unbounded_jobs.build(start_session("local[2]"), base, end=END, lease_seconds=0.5)
+        try:
+            result = env.execute("unbounded")
+        except FlintlockError as error:
+            return {"refused": f"{type(error).__name__}: {error}"}
+        return {"status": result.status, "run_id": result.run_id}
     if mode == "sigint":
         env = unbounded_jobs.build(None, base, end=SIGINT_END)
         result = env.execute("sigint", trigger=EpochTrigger.processing_time(0.3))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from unbounded_jobs import KEYS, RunningSumUntilTheEnd, build, committed_rows, w
 
 from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.client import JobClient
+from flintlock.core.job.lease import generation_path, read_holder, read_state
 from flintlock.core.job_errors import (
     CheckpointError,
     CommitError,
@@ -102,13 +105,18 @@ def test_a_driver_whose_lease_is_taken_over_commits_nothing_more(
     spark: Any, tmp_path: Path
 ) -> None:
     base = str(tmp_path)
-    lease_file = tmp_path / "chk" / "unbounded" / "_lease.json"
+    job = tmp_path / "chk" / "unbounded"
+    intruder: dict[str, Any] = {}
 
     def take_over_after_two_epochs(figures: dict[str, Any]) -> None:
         if figures["epoch"] == 2:  # another driver takes the lease over (it thought ours gone)
-            lease = json.loads(lease_file.read_text())
-            lease.update(run_id="intruder", renewed=time.time() + 3600)
-            lease_file.write_text(json.dumps(lease))
+            state = read_state(CheckpointStorage.from_uri(str(job)), str(job))
+            assert state is not None and state.holder is not None
+            path = Path(generation_path(str(job), state.generation + 1))
+            holder = asdict(state.holder) | {"generation": state.generation + 1}
+            holder |= {"run_id": "intruder", "host": "elsewhere", "renewed": time.time() + 3600}
+            path.write_text(json.dumps(holder))
+            intruder.update(path=path, document=holder)
 
     env = build(spark, base, end=3000, lease_seconds=0.2)
     with pytest.raises(LeaseLostError, match="taken over by run intruder") as failure:
@@ -117,18 +125,56 @@ def test_a_driver_whose_lease_is_taken_over_commits_nothing_more(
     assert data_ids(base) == list(range(600))  # nothing after the takeover was published
     record = result_record(base, "unbounded")
     assert record["status"] == "RUNNING"  # the result store is the new holder's, untouched
-    assert json.loads(lease_file.read_text())["run_id"] == "intruder"  # and so is the lease
+    holder = read_holder(CheckpointStorage.from_uri(str(job)), str(job))
+    assert holder is not None and holder.run_id == "intruder"  # and so is the lease
 
-    lease_file.unlink()  # the intruder is gone: the job continues exactly once
+    gone = intruder["document"] | {"acquired": 0.0, "renewed": 0.0}
+    intruder["path"].write_text(json.dumps(gone))  # the intruder is gone: taken over
     result = build(spark, base, end=3000).execute("unbounded")
     assert result.status == "FINISHED"
     ids = data_ids(base)
     assert ids == list(range(3000)), duplicates(ids)
-    # the fenced run's snapshots of checkpoint 3, never completed, went at the restart
-    job = tmp_path / "chk" / "unbounded"
+    # the fenced run's snapshots of checkpoint 3, never completed, went at the restart; the
+    # taker fenced checkpoint 3 (the intruder's next) and kept the fence
+    fence = json.loads((job / "checkpoints" / "chk-3" / "_metadata.json").read_text())
+    assert (fence["kind"], fence["run_id"]) == ("fenced", result.run_id)
     snapshots = sorted(p.relative_to(job).as_posix() for p in job.glob("*/chk-*") if p.is_dir())
     final = f"chk-{result.checkpoint_id}"
-    assert snapshots == sorted([f"checkpoints/{final}", f"{result.run_id}/{final}"])
+    expected = ["checkpoints/chk-3", f"checkpoints/{final}", f"{result.run_id}/{final}"]
+    assert snapshots == sorted(expected)
+
+
+def test_a_driver_paused_between_its_check_and_its_publish_publishes_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A real driver stops itself (SIGSTOP) after its lease check for checkpoint 3; a
+    successor takes the lease over once it expired and runs the job to its end; the
+    first, resumed, finds checkpoint 3 fenced and stops: every row once."""
+    base = str(tmp_path)
+    stale = driver("paused", base)
+    marker = Path(base, "paused")
+    while not marker.exists():
+        assert stale.poll() is None, stale.communicate()
+        time.sleep(0.05)
+    job = tmp_path / "chk" / "unbounded"
+    holder = read_holder(CheckpointStorage.from_uri(str(job)), str(job))
+    assert holder is not None and holder.pid == stale.pid
+    time.sleep(max(0.0, holder.ttl_seconds - holder.age()) + 0.5)  # the lease may be taken
+    result = build(spark, base, end=3000).execute("unbounded")
+    assert result.status == "FINISHED"
+    assert data_ids(base) == list(range(3000))
+    os.kill(stale.pid, signal.SIGCONT)  # it wakes up between its check and its write
+    outcome = result_of(stale)
+    assert "refused" in outcome, outcome
+    assert "checkpoint 3 was already fenced by run" in outcome["refused"]
+    assert outcome["refused"].startswith("LeaseLostError")
+    ids = data_ids(base)
+    assert ids == list(range(3000)), duplicates(ids)  # nothing published twice
+    record = result_record(base, "unbounded")
+    assert (record["status"], record["run_id"]) == ("FINISHED", result.run_id)
+    assert staged_files(base) == []
+    again = build(spark, base, end=3000).execute("unbounded")  # the job starts again
+    assert (again.status, again.run_id) == ("FINISHED", result.run_id)
 
 
 # ---- commits are never replayed ----
@@ -209,14 +255,15 @@ def test_a_killed_driver_is_reported_not_running(
     assert process.returncode == -signal.SIGKILL
     killed_at = time.time()
     client = JobClient(f"{base}/chk", "unbounded")
-    lease = json.loads(Path(base, "chk", "unbounded", "_lease.json").read_text())
-    assert lease["ttl_seconds"] == 2.5  # 0.5 s renewals: the file outlived its driver
+    job = str(Path(base, "chk", "unbounded"))
+    lease = read_holder(CheckpointStorage.from_uri(job), job)
+    assert lease is not None and lease.ttl_seconds == 2.5  # the file outlived its driver
     while client.status()["status"] == "RUNNING":
-        assert time.time() - killed_at < 3 * lease["ttl_seconds"]
+        assert time.time() - killed_at < 3 * lease.ttl_seconds
         time.sleep(0.1)
     status = client.status()
     assert status["status"] == "NOT_RUNNING" and status["recorded_status"] == "RUNNING"
-    assert status["since"] == lease["renewed"]
+    assert status["since"] == lease.renewed
     assert [e["checkpoint_id"] for e in status["epochs"]] == [1, 2]
     assert main(["status", f"{base}/chk/unbounded"]) == 0
     shown = capsys.readouterr().out
