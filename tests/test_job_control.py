@@ -15,7 +15,7 @@ import pytest
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.control import JobControl, progress_line
-from flintlock.core.job.lease import JobLease
+from flintlock.core.job.lease import JobLease, generation_path, read_state
 from flintlock.core.job_errors import CheckpointError, JobControlError
 
 RUN = "run-a"
@@ -121,8 +121,10 @@ def test_a_stop_to_a_run_that_just_finished_is_answered_by_its_end(
     savepoint = control.request("savepoint")
     control.folder.lease = None
     control.folder.record_finished(RUN, 7, {})
-    lease_file = Path(control.folder.path, "_lease.json")
-    lease_file.unlink()  # the run ended and released its lease before it saw the requests
+    state = read_state(control.storage, control.folder.path)
+    assert state is not None  # the run ended and released its lease before it saw the requests
+    released = generation_path(control.folder.path, state.generation + 1)
+    assert control.storage.create_json_once(released, {"released": True, "run_id": RUN})
     answer = control.wait(stop, timeout=10)
     assert answer == {"savepoint": f"{control.folder.checkpoints}/chk-7", "final": True}
     with pytest.raises(JobControlError, match="it ended FINISHED"):

@@ -161,6 +161,7 @@ def test_a_dead_or_expired_holder_is_taken_over(tmp_path: Path) -> None:
     lease = lease_of(folder, "run-1")
     lease.acquire()  # at once, though the lease is fresh
     assert lease.took_over is not None and "run killed" in lease.took_over
+    assert not lease.old_holder_may_publish  # a dead process publishes nothing: no fence
     lease.release()
     write_holder(folder, run_id="elsewhere", host="another-host", renewed=time.time() - 11)
     lease.acquire()  # on another host: expired after its time to live
@@ -186,6 +187,7 @@ def test_a_damaged_lease_is_an_expired_one_taken_over_by_the_same_swap(
     with caplog.at_level("WARNING", logger="flintlock.lease"):
         second.acquire()  # no live holder can be proven: taken over, and said so
     assert second.generation == 2 and "damaged" in (second.took_over or "")
+    assert second.old_holder_may_publish  # nobody can say it is dead: the next id is fenced
     assert "takes the lease over from generation 1, whose file is damaged" in caplog.text
     folder.lease = second
     folder.fence("commits")  # it holds the lease
@@ -214,7 +216,7 @@ def test_a_stale_holder_cannot_publish_once_a_successor_fenced_its_next_checkpoi
     taker = lease_of(successor_folder, "successorrrr")
     taker.acquire()
     successor_folder.lease = taker
-    assert taker.took_over is not None
+    assert taker.took_over is not None and taker.old_holder_may_publish  # on another host
     assert successor.fence_next("successorrrr") == 2  # the stale driver's next checkpoint
     stale_folder.lease = None  # as if its lease check had passed before the pause
     with pytest.raises(LeaseLostError, match=r"checkpoint 2 was already fenced by run succ"):

@@ -55,7 +55,7 @@ def publish_once(
     or by its fence) and stops before it commits anything."""
     generation = folder.generation
     folder.fence(f"completes the {what}")
-    pause_point("publish-checkpoint", checkpoint_id)
+    pause_point("publish-checkpoint", folder.job_name, checkpoint_id)
     document = {**document, "lease_generation": generation}
     try:
         created = folder.storage.create_json_once(path, document)
@@ -65,6 +65,11 @@ def publish_once(
         ) from error
     if created:
         return
+    if not folder.storage.exists(path):
+        raise CheckpointError(
+            f"job '{folder.job_name}': the {what} cannot be written to {path}: something "
+            f"that is not a file is there"
+        )
     try:
         theirs = folder.storage.read_json(path)
     except CheckpointError:

@@ -14,7 +14,8 @@ whom it took over from. A damaged newest generation is an expired one: its holde
 be proven alive. Clocks only decide when a lease may be taken over: the generation is the
 fencing token a driver writes into everything it publishes, and what makes a paused old
 holder harmless is that checkpoints are published create-once and a driver that takes
-the lease over from one not released fences the next checkpoint id first
+the lease over from one that did not release it, and is not known dead (a process of
+this host that is gone), fences the next checkpoint id first
 (``CheckpointCoordinator.fence_next``).
 """
 
@@ -235,6 +236,9 @@ class JobLease:
         """The generation this run took: its fencing token (0 before ``acquire``)."""
         self.took_over: str | None = None
         """Whom the lease was taken over from (a holder that did not release it)."""
+        self.old_holder_may_publish = False
+        """Whether that holder may still publish: not known dead (it may be paused, on
+        another host, or its file is damaged). Then the next checkpoint id is fenced."""
         self.lost: str | None = None
         """Why the lease was lost, once it was."""
         self._renewed_at = 0.0  # monotonic time of the last successful renewal
@@ -268,6 +272,8 @@ class JobLease:
             )
         self.generation = generation
         self._renewed_at = time.monotonic()
+        gone = state is not None and state.holder is not None and state.holder.alive() is False
+        self.old_holder_may_publish = self.took_over is not None and not gone
         if self.took_over is not None:
             log.warning(
                 "job '%s': run %s takes the lease over from %s",

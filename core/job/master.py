@@ -125,7 +125,7 @@ class JobMaster(JobResults):
             try:
                 self.folder.open()
                 self.folder.lease = lease
-                if lease.took_over is not None:  # its old holder may still publish: not now
+                if lease.old_holder_may_publish:  # paused, elsewhere, or unknown: not now
                     self.coordinator.fence_next(self.run_id)
                 self.metrics.start()
                 with job_signals.on_cancel(self.cancel_spark_jobs):

@@ -9,6 +9,11 @@ A job whose run STOPPED (a stop request) is started again at once on the same jo
 and checkpoint directory, and continues from its savepoint. A job's outcome is recorded
 in ``<base>/done/<chain>-<job>.json``; a restarted driver skips those jobs.
 
+A driver the plan pauses (``FLINTLOCK_PAUSE_AT``: it stops itself between its lease
+check and the publish of a checkpoint) and the test resumes once a successor took the
+job over prints one RESULT with its outcome under ``paused`` and exits: it records no
+outcome and runs no further job.
+
 The twin job runs in every chain: its drivers wait for each other (a file per chain in
 ``<base>/twin``) and call ``execute()`` together, same job name, same checkpoint
 directory. The one refused with a JobLeaseError (or that loses its lease, LeaseLostError)
@@ -34,6 +39,7 @@ import pyarrow as pa
 from chaos_faults import Fault, FaultyFileSink, FaultyKeyedProcess, FaultyMap
 from job_scripts import print_result, start_session
 
+from flintlock.core.checkpoint.pause_points import PAUSE_MARKER
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.errors import FlintlockError
 
@@ -150,6 +156,12 @@ def run_job(spark: Any, base: Path, job: dict[str, Any], build: Builder = build)
     return {**outcome, "outcome": "finished", "already_finished": result.already_finished}
 
 
+def was_paused() -> bool:
+    """Whether this driver was paused by the test (``FLINTLOCK_PAUSE_MARKER`` exists)."""
+    marker = os.environ.get(PAUSE_MARKER)
+    return bool(marker) and Path(marker).exists()
+
+
 def wait_for_twins(base: Path, job: dict[str, Any], chain: int, chains: int) -> None:
     """Say this driver is ready for the twin job; wait until every chain's driver is."""
     folder = base / "twin"
@@ -181,6 +193,10 @@ def main(plan_path: str) -> None:
             wait_for_twins(base, job, chain, plan["chains"])
         print(f"START {job['name']}", flush=True)
         ran[job["name"]] = run_job(spark, base, job)
+        if was_paused():  # a stale driver, resumed: it records nothing and runs nothing more
+            print_result({"paused": {"job": job["name"], **ran[job["name"]]}})
+            sys.stdout.flush()
+            os._exit(0)
         done.with_suffix(".tmp").write_text(json.dumps(ran[job["name"]]))
         os.replace(done.with_suffix(".tmp"), done)
         print(f"DONE {job['name']} {ran[job['name']]['outcome']}", flush=True)

@@ -77,7 +77,7 @@ def run(mode: str, base: str) -> dict[str, Any]:
         env.execute("unbounded", progress=unbounded_jobs.killed_after(2))
         return {"status": "not killed"}
     if mode == "paused":
-        os.environ[PAUSE_AT] = "publish-checkpoint:3"
+        os.environ[PAUSE_AT] = "publish-checkpoint:unbounded:3"
         os.environ[PAUSE_MARKER] = f"{base}/paused"
         env = unbounded_jobs.build(start_session("local[2]"), base, end=END, lease_seconds=0.5)
         try:

@@ -22,6 +22,14 @@ once and continues from its savepoint. First, both chains' drivers start the sam
 job together (same job name, same checkpoint directory): exactly one may run it, the
 other must be refused (a JobLeaseError).
 
+Each seed also pauses one driver right after its lease check for a random checkpoint of
+a random job (``FLINTLOCK_PAUSE_AT``: it stops itself before it publishes), starts a
+successor once the paused driver's lease expired, and resumes the paused one after the
+successor committed an epoch of that job: the stale driver must stop with a lease error,
+having published nothing. After the first driver kill, the test damages the newest
+generation of the killed job's lease (truncated): the next driver takes it over as an
+expired lease, and the job's status can still be read.
+
 At the end every committed Parquet output is read with pyarrow.dataset and checked by
 row id against the sequences: no duplicate, no loss, no altered row; no staged file and
 no unanswered request is left, and every job's result store says FINISHED.
@@ -52,8 +60,11 @@ import pytest
 from chaos_faults import DRIVER_KILLS, EPOCH_DRIVER_KILLS, FUNCTION_FAULTS, WRITER_FAULTS, Fault
 from test_chaos import SEED_VARIABLE, Check, chaos_seed
 
+from flintlock.core.checkpoint.pause_points import PAUSE_AT, PAUSE_MARKER
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
+from flintlock.core.job.lease import read_holder
 
 SCRIPT = Path(__file__).with_name("chaos_unbounded_driver.py")
 CHAINS = 2
@@ -74,6 +85,11 @@ JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """For the drivers' JVMs: short lives, so no JIT compiler threads (halves Spark's start)."""
 MAX_DRIVER_RUNS = 16
 DRIVER_TIMEOUT = 240.0
+RESUME_TIMEOUT = 120.0
+"""Seconds to wait for a paused driver's lease to expire, and for it to stop once resumed."""
+DAMAGE_LOCK = threading.Lock()
+DAMAGED_PLANS: dict[int, bool] = {}
+"""Seeds whose one lease damage was done (chains share it)."""
 REQUEST_TIMEOUT = 120.0
 """Seconds a stop or savepoint request waits for its answer (through driver restarts)."""
 REFUSED_WITHIN = 5.0
@@ -145,6 +161,8 @@ class Plan:
     twin: dict[str, Any]
     jobs: list[dict[str, Any]]
     random_kills: list[tuple[str, int, float]]
+    pause: tuple[str, int] | None = None
+    """(job, checkpoint): a driver pauses before it publishes that checkpoint or a later one."""
     """(job, checkpoint id from which it is due, fraction of an epoch after that epoch)."""
 
     def chain(self, number: int) -> list[dict[str, Any]]:
@@ -255,7 +273,9 @@ def make_plan(seed: int, base: Path) -> Plan:
         job = pick(rng, jobs, [job for job in jobs if kills_in(job) < KILLS_PER_JOB])
         job["random_kills"] += 1
         kills.append((job["name"], rng.randint(1, epochs_of(job) - 3), rng.uniform(0.0, 1.5)))
-    return Plan(seed, base, twin, jobs, sorted(kills))
+    paused = rng.choice(jobs)
+    pause = (paused["name"], rng.randint(2, epochs_of(paused) - 3))
+    return Plan(seed, base, twin, jobs, sorted(kills), pause)
 
 
 def pick(rng: random.Random, jobs: list[dict[str, Any]], fitting: list[dict[str, Any]]) -> Any:
@@ -355,6 +375,14 @@ class DriverRun:
     """The jobs it started (``START <job>``)."""
     result: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
+    current_job: str | None = None
+    """The job of its last ``START`` line."""
+    pause_marker: Path | None = None
+    """The file the driver creates when it pauses itself (``FLINTLOCK_PAUSE_MARKER``)."""
+    paused: bool = False
+    paused_result: dict[str, Any] | None = None
+    """What the paused driver printed once resumed (its outcome under ``paused``)."""
+    reader: threading.Thread | None = None
 
     def tail(self) -> str:
         stdout = "\n".join(f"+{at:.1f}s {text}" for at, text in self.stdout[-30:])
@@ -382,6 +410,12 @@ class Chain:
         self.runs: list[DriverRun] = []
         self.lock = threading.Lock()
         self.timers: list[threading.Timer] = []
+        self.pause = plan.pause if plan.pause and plan.pause[0] in names else None
+        self.paused_runs: list[DriverRun] = []
+        self.resumers: list[threading.Thread] = []
+        self.damaged: list[str] = []
+        """Lease files the test damaged after a kill, and what status said of the job."""
+        self.problems: list[str] = []
 
     # ---- the driver runs ----
 
@@ -389,16 +423,25 @@ class Chain:
         """Start the driver again after every kill until it returns its RESULT."""
         for attempt in range(MAX_DRIVER_RUNS):
             run = self.run_driver(f"{self.number}.{attempt}")
+            if run.paused:
+                self.take_over_from(run)
+                continue
             if run.result is not None:
                 self.finish_requests()  # their last notes go into the timeline too
+                for resumer in self.resumers:
+                    resumer.join(RESUME_TIMEOUT + DRIVER_TIMEOUT)
             with (self.plan.base / f"timeline-{self.number}.txt").open("a") as timeline:
-                timeline.writelines(f"{run.label} +{at:.1f}s {text}\n" for at, text in run.stdout)
+                for done in [*self.paused_runs, run] if run.result is not None else [run]:
+                    timeline.writelines(
+                        f"{done.label} +{at:.1f}s {text}\n" for at, text in done.stdout
+                    )
             if run.result is not None:
                 return self.runs
             assert run.process.returncode == -signal.SIGKILL, (
                 f"chaos seed={self.plan.seed}: driver {run.label} ended with "
                 f"{run.process.returncode}, not by a kill\n{run.tail()}"
             )
+            self.damage_lease_after_kill(run)
         pytest.fail(
             f"chaos seed={self.plan.seed}: chain {self.number} did not return in "
             f"{MAX_DRIVER_RUNS} runs"
@@ -411,6 +454,12 @@ class Chain:
         document = {"base": str(base), "chain": self.number, "chains": CHAINS, "jobs": self.jobs}
         plan_path.write_text(json.dumps(document, indent=1))
         stderr_path = base / f"driver-{label}.stderr"
+        environment = {**os.environ, "JDK_JAVA_OPTIONS": JAVA_OPTIONS}
+        marker = None
+        if self.pause is not None and not self.paused_runs:  # until one driver paused
+            marker = base / f"paused-{label}"
+            environment[PAUSE_AT] = f"publish-checkpoint:{self.pause[0]}:{self.pause[1]}"
+            environment[PAUSE_MARKER] = str(marker)
         with stderr_path.open("w") as stderr:
             process = subprocess.Popen(
                 [sys.executable, str(SCRIPT), str(plan_path)],
@@ -418,18 +467,24 @@ class Chain:
                 stderr=stderr,
                 text=True,
                 cwd=SCRIPT.parent,
-                env={**os.environ, "JDK_JAVA_OPTIONS": JAVA_OPTIONS},
+                env=environment,
                 start_new_session=True,
             )
-        run = DriverRun(label, process, stderr_path)
+        run = DriverRun(label, process, stderr_path, pause_marker=marker)
         with self.lock:
             self.runs.append(run)
         watchdog = threading.Timer(DRIVER_TIMEOUT, self.kill, (run, "hung"))
         watchdog.start()
-        assert process.stdout is not None
-        for line in process.stdout:
-            run.stdout.append((time.perf_counter() - run.started, line.rstrip("\n")))
-            self.on_line(run, line.split())
+        run.reader = threading.Thread(target=self.read_lines, args=(run,), daemon=True)
+        run.reader.start()
+        while run.reader.is_alive():
+            run.reader.join(0.05)
+            if marker is not None and marker.exists():  # it stopped itself: a stale driver
+                with self.lock:
+                    run.paused = True
+                watchdog.cancel()
+                run.stdout.append((time.perf_counter() - run.started, "PAUSED (SIGSTOP)"))
+                return run
         process.wait()
         run.stdout.append((time.perf_counter() - run.started, f"exit {process.returncode}"))
         watchdog.cancel()
@@ -448,10 +503,87 @@ class Chain:
             run.result = json.loads(results[-1].removeprefix("RESULT "))
         return run
 
+    def read_lines(self, run: DriverRun) -> None:
+        """Follow the driver's lines until it ends (a paused driver's too, once resumed)."""
+        assert run.process.stdout is not None
+        for line in run.process.stdout:
+            run.stdout.append((time.perf_counter() - run.started, line.rstrip("\n")))
+            if not run.paused:
+                self.on_line(run, line.split())
+
+    # ---- paused drivers and damaged leases ----
+
+    def take_over_from(self, run: DriverRun) -> None:
+        """A driver paused itself before a publish: once its lease expired, the chain's
+        next driver takes the job over; the paused one is resumed after that driver
+        committed an epoch of the job (``resume_when_taken_over``)."""
+        self.paused_runs.append(run)
+        job = run.current_job
+        assert job is not None, run.tail()
+        folder = str(job_dir(self.plan.base, job))
+        deadline = time.monotonic() + RESUME_TIMEOUT
+        while time.monotonic() < deadline:  # the takeover's condition: not a publish's
+            holder = read_holder(CheckpointStorage.from_uri(folder), folder)
+            if holder is None or not holder.holds():
+                break
+            time.sleep(0.1)
+        self.note(f"PAUSED driver {run.label} lost its lease on {job}: a successor starts")
+        resumer = threading.Thread(target=self.resume_when_taken_over, args=(run, job))
+        resumer.start()
+        self.resumers.append(resumer)
+
+    def resume_when_taken_over(self, run: DriverRun, job: str) -> None:
+        """SIGCONT the paused driver once a later driver committed an epoch of ``job`` (or
+        ended); then collect what it printed: it must stop on a lease error."""
+        deadline = time.monotonic() + RESUME_TIMEOUT + DRIVER_TIMEOUT
+        while time.monotonic() < deadline:
+            later = self.runs[self.runs.index(run) + 1 :]
+            if any(
+                text.startswith((f"EPOCH {job} ", f"DONE {job} "))
+                for other in later
+                for _, text in list(other.stdout)
+            ) or any(other.process.poll() is not None for other in later):
+                break
+            time.sleep(0.1)
+        run.stdout.append((time.perf_counter() - run.started, "RESUMED (SIGCONT)"))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.process.pid, signal.SIGCONT)
+        try:
+            run.process.wait(RESUME_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.problems.append(f"paused driver {run.label} did not stop once resumed")
+        if run.reader is not None:
+            run.reader.join(10.0)
+        with contextlib.suppress(ProcessLookupError):  # its JVM and workers
+            os.killpg(run.process.pid, signal.SIGKILL)
+        results = [text for _, text in run.stdout if text.startswith("RESULT ")]
+        if results:
+            run.paused_result = json.loads(results[-1].removeprefix("RESULT ")).get("paused")
+
+    def damage_lease_after_kill(self, run: DriverRun) -> None:
+        """After the plan's first kill: truncate the newest generation of the killed job's
+        lease; its status must still be read, and the next driver takes it over."""
+        with DAMAGE_LOCK:
+            if DAMAGED_PLANS.get(self.plan.seed) or run.current_job is None:
+                return
+            DAMAGED_PLANS[self.plan.seed] = True
+        folder = job_dir(self.plan.base, run.current_job)
+        newest = sorted((folder / "_lease").glob("[0-9]*[0-9].json"))
+        if not newest:
+            return
+        newest[-1].write_bytes(newest[-1].read_bytes()[: max(1, newest[-1].stat().st_size // 2)])
+        try:
+            said = JobClient(str(self.plan.base / "chk"), run.current_job).status()["status"]
+        except FlintlockError as error:
+            said = f"status failed: {error}"
+            self.problems.append(f"{newest[-1]} damaged: {said}")
+        self.damaged.append(f"{newest[-1].relative_to(self.plan.base)} ({said})")
+        self.note(f"DAMAGED {newest[-1].name} of {run.current_job}: status {said}")
+
     def kill(self, run: DriverRun, reason: str) -> bool:
         """SIGKILL the driver's process group if it still runs; whether it did."""
         with self.lock:
-            if run.process.poll() is not None or run.result is not None:
+            if run.process.poll() is not None or run.result is not None or run.paused:
                 return False
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run.process.pid, signal.SIGKILL)
@@ -464,6 +596,7 @@ class Chain:
         """After each committed epoch: arm the random kills and send the requests due."""
         if word[:1] == ["START"]:
             run.jobs.add(word[1])
+            run.current_job = word[1]
         if word[:1] != ["EPOCH"]:
             return
         job, checkpoint = word[1], int(word[2])
@@ -706,8 +839,25 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
             planned = any(r.plan["kill"] == "kill_while_requested" for r in sent)
             if planned and not any(r.killed for r in sent):
                 problems.append(f"{name}: every request was answered before the test's kill")
+    paused = [run for chain in chains for run in chain.paused_runs]
+    damaged = [text for chain in chains for text in chain.damaged]
+    problems += [problem for chain in chains for problem in chain.problems]
+    if plan.pause is not None and not paused:
+        problems.append(f"the planned pause {plan.pause} never came")
+    for run in paused:
+        outcome = run.paused_result or {}
+        error = outcome.get("error", "")
+        stopped = outcome.get("outcome") == "lease" and (
+            "was already" in error or "lost its lease" in error
+        )
+        if not stopped:
+            problems.append(f"paused driver {run.label} did not stop on a lease error: {outcome}")
+    if not damaged:
+        problems.append("no lease file was damaged (no driver kill?)")
     tally = Counter(category(fault.kind) for fault in plan.faults())
     tally["driver kills"] += sum(len(run.killed_by_test) for run in runs)
+    tally["paused drivers"] += len(paused)
+    tally["damaged leases"] += len(damaged)
     faults = sum(tally.values())
     for job in plan.jobs:
         ended = [o["outcome"] for o in outcomes(tmp_path, job)]
@@ -738,6 +888,9 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
         f"{actions['stop']} stops and {actions['savepoint']} savepoints answered "
         f"({len(unsent)} not sent: their job ended first; {len(excused)} of them carried a "
         f"kill that could not fire), "
+        f"{len(paused)} driver paused past its lease "
+        f"({[(r.paused_result or {}).get('error', '')[:90] for r in paused]}), "
+        f"damaged leases: {damaged}, "
         f"{CHAINS} drivers on one job, {check.duplicates} duplicates, {check.losses} losses, "
         f"{check.rows_checked:,} rows checked in {seconds:.0f} s"
     )
