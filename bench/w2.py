@@ -132,7 +132,7 @@ def flintlock_spark(spark: Any, frame: Any, scratch: str) -> tuple[int, int]:
     """W2 per record on flintlock: key_by k -> RunningSum -> LastTotals."""
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=scratch)
     stream = env.from_dataframe(frame).key_by("k").process(RunningSum())
-    table = stream.process(LastTotals()).collect(f"w2-{uuid.uuid4().hex[:8]}")
+    table = stream.process(LastTotals()).execute_and_collect(f"w2-{uuid.uuid4().hex[:8]}")
     return sum(table.column("rows").to_pylist()), sum(table.column("sum").to_pylist())
 
 

@@ -124,7 +124,7 @@ def flintlock(spark: Any, frame: Any, scratch: str, step: str) -> pa.Table:
         stream = stream.process_batch(BatchRunningSum())
     else:
         stream = stream.transform("count", CountRows)
-    return stream.collect(f"w2-{step}-{uuid.uuid4().hex[:8]}")
+    return stream.execute_and_collect(f"w2-{step}-{uuid.uuid4().hex[:8]}")
 
 
 def check_running_sums(table: pa.Table, rows: int, keys: int) -> None:

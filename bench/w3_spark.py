@@ -41,7 +41,7 @@ def flintlock_counts(spark: Any, frame: Any, scratch: str, pre: bool) -> pa.Tabl
         .key_by("k")
         .window(TumblingEventTimeWindows.of(SIZE))
         .aggregate_columns({"n": ("ts", "count")}, pre_aggregate=pre)
-        .collect("w3b")
+        .execute_and_collect("w3b")
     )
 
 

@@ -133,7 +133,7 @@ def flintlock_w1(
         stream = stream.map_batch(double_value).filter_batch(even_key)
         stream = stream.transform("count_sum", CountSum)
     kind = "per-record" if per_record else "per-batch"
-    table = stream.collect(f"w1-{kind}-{uuid.uuid4().hex[:8]}")
+    table = stream.execute_and_collect(f"w1-{kind}-{uuid.uuid4().hex[:8]}")
     return sum(table.column("count").to_pylist()), sum(table.column("sum").to_pylist())
 
 

@@ -126,7 +126,7 @@ def test_every_subtask_sees_every_broadcast_row_on_spark(spark: Any, tmp_path: P
     kinds = [f"k{i}" for i in range(5)]
     rules = env.from_collection([{"kind": k, "threshold": 1} for k in kinds]).broadcast(RULES)
     events = env.from_collection([{"user": f"u{i}"} for i in range(30)], batch_size=4)
-    table = events.connect(rules).process(EchoRules(), name="echo").collect("broadcast")
+    table = events.connect(rules).process(EchoRules(), name="echo").execute_and_collect("broadcast")
     rows = table.to_pylist()
     seen = sorted((r["subtask"], r["item"]) for r in rows if r["what"] == "rule")
     assert seen == sorted((s, k) for s in (0, 1) for k in kinds)  # every rule, every subtask

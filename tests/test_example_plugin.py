@@ -114,7 +114,7 @@ def test_dedupe_by_name_in_the_counting_task_type_on_spark(spark: Any, tmp_path:
         .key_by("k")
         .transform("dedupe", OPERATOR, key_column="k")
         .set_task_type(TASK_TYPE)  # both found by name, from the installed plugin
-        .collect("dedupe-job")
+        .execute_and_collect("dedupe-job")
     )
     got = sorted(table.to_pylist(), key=lambda row: row["k"])
     assert [row["k"] for row in got] == [f"user-{i}" for i in range(7)]  # each key once

@@ -246,3 +246,15 @@ def test_from_dataframe_refuses_what_is_no_dataframe_at_once(tmp_path: Path) -> 
     mixed = pd.DataFrame({"a": [1, "x"]})
     with pytest.raises(GraphError, match="this pandas DataFrame cannot become Arrow"):
         env.from_dataframe(mixed)  # type: ignore[arg-type]
+
+
+def test_a_positional_collect_name_is_refused_as_it_would_name_the_job() -> None:
+    env = StreamExecutionEnvironment(parallelism=1)
+    words = env.from_collection([{"word": "to"}, {"word": "be"}])
+    with pytest.raises(GraphError, match=r"collect\('kept'\) runs the job at once.*job's") as told:
+        words.collect("kept")  # nothing runs: refused before Spark starts
+    assert "collect_async('kept')" in str(told.value)
+    kept = words.collect_async("kept")
+    assert repr(kept) == "CollectedRows('kept', not run yet)"
+    with pytest.raises(GraphError, match="collect sink 'kept' has no rows yet: run the job"):
+        kept.table()

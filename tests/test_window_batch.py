@@ -156,7 +156,7 @@ def test_on_spark_equal_to_plain_python(spark: Any, tmp_path: Path, parallelism:
     )
     stream = env.from_arrow(table, batch_size=2000, watermark_strategy=WatermarkStrategy("ts", 500))
     windows = stream.key_by("k").window(TumblingEventTimeWindows.of(1000))
-    got = windows.aggregate_columns(AGGREGATES).collect(f"batch-windows-{parallelism}")
+    got = windows.aggregate_columns(AGGREGATES).execute_and_collect(f"batch-windows-{parallelism}")
     rows = got.to_pylist()
     assert as_dict(rows) == reference(table, 1000, 1000)
     assert len(rows) == len(as_dict(rows))

@@ -26,6 +26,7 @@ from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.datastream.building import BuildingStream, Feed
 from flintlock.core.datastream.checks import check_function, check_parallelism
+from flintlock.core.datastream.collected import CollectedRows, positional_name_refused
 from flintlock.core.datastream.connected import ConnectedStreams
 from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, hash_by
 from flintlock.core.plan.graph import GraphError
@@ -368,13 +369,27 @@ class DataStream(BuildingStream):
         """Print every row (debugging)."""
         self.sink_to(self.env.registry.get("sink", "print")(prefix))
 
-    def collect(self, job_name: str = "collect") -> pa.Table:
-        """Run the program and return this stream's rows (exactly once, via a 2PC sink)."""
+    def collect_async(self, name: str | None = None) -> CollectedRows:
+        """Add a collect sink (a 2PC sink: exactly once) that runs with ``env.execute()``;
+        its rows are the handle's ``table()`` afterwards (Flink's ``collectAsync``)."""
         collect_sink = self.env.registry.get("sink", "collect")
-        sink = collect_sink(name=self.env._unique("collect"), schema=self.schema)
+        sink = collect_sink(name=name or self.env._unique("collect"), schema=self.schema)
         self.sink_to(sink, name=sink.name)
+        return CollectedRows(sink)
+
+    def execute_and_collect(self, job_name: str = "collect") -> pa.Table:
+        """Run the program now, as job ``job_name``, and return this stream's rows
+        (exactly once; Flink's ``executeAndCollect``)."""
+        rows = self.collect_async()
         result = self.env.execute(job_name)
-        return result.collected.get(sink.name, pa.table({}))
+        return result.collected.get(rows.name, pa.table({}))
+
+    def collect(self, *names: object, job_name: str = "collect") -> pa.Table:
+        """``execute_and_collect``: run the program now and return this stream's rows. The
+        job's name is a keyword: a positional name is refused, as it reads like a sink's."""
+        if names:
+            raise positional_name_refused(names[0])
+        return self.execute_and_collect(job_name)
 
 
 def _named(operator: StreamOperator, name: str) -> StreamOperator:

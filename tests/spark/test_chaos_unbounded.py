@@ -85,6 +85,9 @@ JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """For the drivers' JVMs: short lives, so no JIT compiler threads (halves Spark's start)."""
 MAX_DRIVER_RUNS = 16
 DRIVER_TIMEOUT = 240.0
+NEW_PROCESS_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
 RESUME_TIMEOUT = 120.0
 """Seconds to wait for a paused driver's lease to expire, and for it to stop once resumed."""
 DAMAGE_LOCK = threading.Lock()
@@ -468,7 +471,10 @@ class Chain:
                 text=True,
                 cwd=SCRIPT.parent,
                 env=environment,
-                start_new_session=True,
+                # a process group of its own in the test's session: a group that is orphaned
+                # (its own session) gets SIGHUP and SIGCONT from the kernel whenever a
+                # member exits while one is stopped, which would end a driver's pause
+                **NEW_PROCESS_GROUP,
             )
         run = DriverRun(label, process, stderr_path, pause_marker=marker)
         with self.lock:

@@ -52,7 +52,7 @@ def test_a_plugin_task_type_runs_its_vertex_on_spark(spark: Any, tmp_path: Path)
 
     stream = env.from_collection([{"v": i} for i in range(50)], batch_size=10)
     marked = stream.map_batch(tag, name="tag").set_task_type("marking-one-input")
-    table = marked.map(lambda row: {"v": row["v"] + 1}, name="inc").collect("marking")
+    table = marked.map(lambda row: {"v": row["v"] + 1}, name="inc").execute_and_collect("marking")
 
     assert sorted(table.column("v").to_pylist()) == list(range(1, 51))
     markers = sorted(p.name for p in tmp_path.glob("marking-*"))

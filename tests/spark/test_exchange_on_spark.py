@@ -35,7 +35,7 @@ def test_running_sums_from_small_spark_batches_are_exact(spark: Any, tmp_path: P
     try:
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
         stream = env.from_dataframe(frame).key_by("k").process_batch(BatchRunningSum())
-        table = stream.collect("small-batches")
+        table = stream.execute_and_collect("small-batches")
     finally:
         spark.conf.unset(ARROW_BATCH)
     i, k = table.column("i").to_numpy(), table.column("k").to_numpy()

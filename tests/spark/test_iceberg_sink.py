@@ -161,7 +161,7 @@ def test_from_iceberg_bounded_reads_one_snapshot(spark: Any, tmp_path: Path) -> 
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=f"{tmp_path}/chk")
     stream = env.from_iceberg("db.src", warehouse=warehouse)
     append(table, 100, 50)  # after the job was built: not in the snapshot it reads
-    rows = stream.collect("bounded-read").to_pylist()
+    rows = stream.execute_and_collect("bounded-read").to_pylist()
     assert sorted(r["id"] for r in rows) == list(range(100))
     assert all(r["name"] == f"n{r['id']}" for r in rows)
 

@@ -44,7 +44,7 @@ def test_spark_subtasks_record_the_harness_sequence(
     )
     rows = [{"k": i % 7, "v": i} for i in range(100)]
     counts = env.from_collection(rows, batch_size=10).key_by("k").process(Count(), name="count")
-    table = counts.collect("recorded")
+    table = counts.execute_and_collect("recorded")
     assert sorted(table.column("n").to_pylist()) == sorted(
         [len([r for r in rows if r["k"] == k]) for k in range(7)]
     )
@@ -115,7 +115,7 @@ def test_two_input_subtasks_record_the_harness_sequence_up_to_input_order(
     orders = env.from_collection([{"order": i, "c": i % 5} for i in range(40)], batch_size=8)
     names = env.from_collection([{"c": c, "name": f"n{c}"} for c in range(5)])
     joined = orders.key_by("c").connect(names.key_by("c")).process(Join(), name="join")
-    assert joined.collect("two-input").num_rows == 40
+    assert joined.execute_and_collect("two-input").num_rows == 40
     chain = "join -> collect"
 
     def harness_calls(first_ended: int) -> list[tuple[Any, ...]]:

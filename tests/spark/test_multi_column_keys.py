@@ -94,7 +94,9 @@ def test_keys_give_a_group_by_result(spark: Any, key: str) -> None:
         keyed = stream.key_by(RegionUser())
     else:
         keyed = stream.map_batch(combined, name="combine").key_by("combined")
-    sums = keyed.process(SumPerKey(), name="sum").set_parallelism(3).collect(f"keys-{key}")
+    sums = (
+        keyed.process(SumPerKey(), name="sum").set_parallelism(3).execute_and_collect(f"keys-{key}")
+    )
     got = dict(zip(sums.column("key").to_pylist(), sums.column("total").to_pylist(), strict=True))
     assert sums.num_rows == len(got)  # each key once: every row of a key met one subtask
     assert got == reference(table)
@@ -107,7 +109,11 @@ def test_an_all_null_first_output_batch_does_not_lock_the_type(spark: Any) -> No
         return {"i": row["i"], "v": row["i"] * 2 if row["i"] >= 20 else None}
 
     env = StreamExecutionEnvironment(parallelism=2, spark=spark)
-    out = env.from_collection(rows, batch_size=5).map(later, name="later").collect("nulls-first")
+    out = (
+        env.from_collection(rows, batch_size=5)
+        .map(later, name="later")
+        .execute_and_collect("nulls-first")
+    )
     assert out.schema == pa.schema([("i", pa.int64()), ("v", pa.int64())])
     got = sorted(out.to_pylist(), key=lambda r: r["i"])
     assert got == [later(r) for r in rows]
@@ -117,7 +123,7 @@ def test_an_empty_input_keeps_its_schema_on_spark(spark: Any) -> None:
     schema = pa.schema([("region", pa.string()), ("user", pa.int64()), ("v", pa.int64())])
     env = StreamExecutionEnvironment(parallelism=2, spark=spark)
     empty = env.from_collection([], schema=schema)
-    assert empty.collect("empty-direct").schema == schema
+    assert empty.execute_and_collect("empty-direct").schema == schema
 
     env = StreamExecutionEnvironment(parallelism=2, spark=spark)
     sums = (
@@ -125,7 +131,7 @@ def test_an_empty_input_keeps_its_schema_on_spark(spark: Any) -> None:
         .filter(lambda r: r["v"] > 0)
         .key_by(["region", "user"])
         .process(SumPerKey(), name="sum")
-        .collect("empty-keyed")
+        .execute_and_collect("empty-keyed")
     )
     assert sums.schema == SumPerKey.output_schema
     assert sums.num_rows == 0

@@ -44,7 +44,7 @@ FLINTLOCK = str(Path(sys.executable).with_name("flintlock"))
 
 def test_each_epoch_runs_as_a_spark_job_named_by_job_and_epoch(spark: Any, tmp_path: Path) -> None:
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
-    env.from_sequence(end=20, rows_per_epoch=10).collect("ids")
+    env.from_sequence(end=20, rows_per_epoch=10).execute_and_collect("ids")
     seen: list[dict[str, Any]] = []
     result = env.execute("named epochs", trigger=EpochTrigger.available_now(), progress=seen.append)
     assert result.epochs == 2 and [f["checkpoint_id"] for f in seen] == [1, 2]
@@ -88,7 +88,9 @@ def test_a_run_puts_back_the_threads_job_group_and_adaptive_setting(
 def test_a_bounded_job_gives_its_one_epoch_figures(spark: Any, tmp_path: Path) -> None:
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
     rows = [{"id": i} for i in range(30)]
-    env.from_collection(rows).filter(lambda r: r["id"] % 3 == 0, name="thirds").collect("out")
+    env.from_collection(rows).filter(lambda r: r["id"] % 3 == 0, name="thirds").execute_and_collect(
+        "out"
+    )
     seen: list[dict[str, Any]] = []
     result = env.execute("bounded figures", progress=seen.append)
     assert len(seen) == 1
@@ -112,7 +114,7 @@ def test_a_bounded_job_shows_its_spark_job_stages_and_tasks_while_it_runs(
 ) -> None:
     env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
     rows = [{"id": i} for i in range(40)]
-    env.from_collection(rows).map_batch(slow_batch, name="slow").collect("out")
+    env.from_collection(rows).map_batch(slow_batch, name="slow").execute_and_collect("out")
     display = LiveProgress(Console(file=io.StringIO(), force_terminal=True, width=160))
     env.execute("bounded display", progress=display)
     text = display.console.file.getvalue()  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from flintlock.core.spark.session import JAVA_OPTIONS_ENV, SparkSetupError, driv
 
 def test_the_active_session_is_used_and_left_running(spark: Any) -> None:
     env = StreamExecutionEnvironment(parallelism=2)  # no session given: the active one
-    table = env.from_collection([{"v": i} for i in range(10)]).collect("active")
+    table = env.from_collection([{"v": i} for i in range(10)]).execute_and_collect("active")
     assert sorted(table.column("v").to_pylist()) == list(range(10))
     from pyspark.sql import SparkSession
 

@@ -104,7 +104,7 @@ def test_an_idle_source_subtask_is_seen_idle_downstream(spark: Any) -> None:
         .transform("log", EventTimeLog)
         .set_task_type("one-input")
     )
-    rows = logged.collect("idleness").to_pylist()
+    rows = logged.execute_and_collect("idleness").to_pylist()
     assert [(r["event"], r["value"]) for r in rows] == [
         ("rows", 1),
         ("watermark", 0),

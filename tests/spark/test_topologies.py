@@ -50,7 +50,7 @@ def test_connect_co_process_joins_keyed_inputs(spark: Any, tmp_path: Path) -> No
     )
     customers = env.from_collection([{"customer": c, "name": f"c{c}"} for c in range(10)])
     joined = orders.key_by("customer").connect(customers.key_by("customer")).process(Enrich())
-    table = joined.collect("join")
+    table = joined.execute_and_collect("join")
     assert sorted(table.to_pylist(), key=lambda r: r["order"]) == [
         {"order": i, "name": f"c{i % 10}"} for i in range(200)
     ]
@@ -61,7 +61,7 @@ def test_union_reads_every_stream_once(spark: Any, tmp_path: Path) -> None:
     a = env.from_collection([{"v": i} for i in range(50)], batch_size=7)
     b = env.from_collection([{"v": 1000 + i} for i in range(30)], batch_size=7).set_parallelism(1)
     c = env.from_collection([{"v": 5000 + i} for i in range(20)], batch_size=7)
-    table = a.union(b, c).map(lambda r: {"v": r["v"] + 1}, name="inc").collect("union")
+    table = a.union(b, c).map(lambda r: {"v": r["v"] + 1}, name="inc").execute_and_collect("union")
     assert sorted(table.column("v").to_pylist()) == sorted(
         [i + 1 for i in range(50)] + [1001 + i for i in range(30)] + [5001 + i for i in range(20)]
     )
@@ -78,7 +78,7 @@ def test_broadcast_sends_every_batch_to_every_subtask(spark: Any, tmp_path: Path
         ),
         name="tag",
     )
-    table = tagged.collect("broadcast")
+    table = tagged.execute_and_collect("broadcast")
     assert table.num_rows == 30
     by_subtask: dict[int, list[int]] = {}
     for row in table.to_pylist():

@@ -67,7 +67,9 @@ def test_tumbling_counts_equal_a_pyarrow_group_by(
     )
     stream = env.from_arrow(data, batch_size=1000, watermark_strategy=WatermarkStrategy("ts", 500))
     windows = stream.key_by("k").window(TumblingEventTimeWindows.of(1000))
-    got = windows.aggregate(CountRows(), KeyAndWindow()).collect(f"tumbling-{parallelism}")
+    got = windows.aggregate(CountRows(), KeyAndWindow()).execute_and_collect(
+        f"tumbling-{parallelism}"
+    )
 
     starts = np.floor_divide(data.column("ts").to_numpy(), 1000) * 1000
     reference = (
@@ -95,7 +97,7 @@ def test_sessions_on_two_subtasks_equal_plain_python(spark: Any, tmp_path: Path)
         rows, batch_size=50, watermark_strategy=WatermarkStrategy("ts", 3000)
     )
     got = stream.key_by("k").window(EventTimeSessionWindows.with_gap(50)).process(SessionBounds())
-    table = got.collect("sessions")
+    table = got.execute_and_collect("sessions")
     expected = set()
     for key in (0, 1):
         mine = sorted(t for t in stamps if t % 2 == key)

@@ -183,7 +183,7 @@ def test_the_tasks_print_folder_is_printed_then_removed_after_the_run(
 
     before = set(Path(tempfile.gettempdir()).glob("flintlock-task-stdout-*"))
     env = job(spark, tmp_path, parallelism=1)
-    env.from_dataframe(spark.range(0, 3, 1, 1)).map(shout).collect("rows")
+    env.from_dataframe(spark.range(0, 3, 1, 1)).map(shout).execute_and_collect("rows")
     assert capsys.readouterr().out.splitlines()[-3:] == ["row 0", "row 1", "row 2"]
     removal = helper_threads.helper_thread("folder-removal")
     removal.submit(lambda: None).result()  # the removals queued before it are done

@@ -35,7 +35,9 @@ def test_a_worker_freezes_its_long_lived_objects_once(spark: Any, tmp_path: Path
     seen: dict[int, list[int]] = {}  # per worker, its frozen count in each job
     for run in range(4):
         env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
-        table = env.from_dataframe(frame).map_batch(frozen_in_worker).collect(f"heap-{run}")
+        table = (
+            env.from_dataframe(frame).map_batch(frozen_in_worker).execute_and_collect(f"heap-{run}")
+        )
         assert table.num_rows == 40
         counts = dict(
             zip(table.column("pid").to_pylist(), table.column("frozen").to_pylist(), strict=True)
