@@ -263,7 +263,9 @@ class JobMaster(JobResults):
     ) -> CompletedCheckpoint:
         """Run one epoch as one Spark job (one action) and complete its checkpoint; a job
         canceled (a second Ctrl-C) before or while it ran completes nothing."""
-        failures = spark_failures_as_flintlock_errors(self.storage, plan.job_name, plan.run_id)
+        failures = spark_failures_as_flintlock_errors(
+            self.storage, plan.job_name, plan.run_id, self.transformations
+        )
         job_signals.check_canceled()
         settings = self.settings
         if settings is None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, LifecycleError
 from flintlock.core.failure_report import FailureReport
+
+if TYPE_CHECKING:
+    from flintlock.core.plan.graph import Transformation
 
 _TRACEBACK = "Traceback (most recent call last):"
 _TID = re.compile(r"\(TID (\d+)\)")
@@ -33,6 +36,11 @@ class SparkJobError(FlintlockError):
 class PythonTaskError(SparkJobError):
     """Python code that is not a flintlock operator raised in a Spark task (a UDF of the
     input DataFrame, a worker that cannot import a module); the message leads with it."""
+
+
+class WorkerImportError(PythonTaskError):
+    """The Python workers cannot import a module the job's code uses: the job's plan (its
+    functions, cloudpickled) cannot be loaded in a Spark task."""
 
 
 class WorkerCrashedError(SparkJobError):
@@ -53,10 +61,14 @@ def task_marker_path(
 
 @contextlib.contextmanager
 def spark_failures_as_flintlock_errors(
-    storage: CheckpointStorage, job_name: str, run_id: str
+    storage: CheckpointStorage,
+    job_name: str,
+    run_id: str,
+    transformations: Sequence[Transformation] = (),
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
-    Spark's chain (kept on ``spark_error``)."""
+    Spark's chain (kept on ``spark_error``); a module the workers cannot import is named
+    with the operators of ``transformations`` whose code uses it."""
     try:
         yield
     except FlintlockError:
@@ -74,12 +86,79 @@ def spark_failures_as_flintlock_errors(
                 _crash_message(storage, job_name, run_id, text, crash.group(0)), error
             ) from None
         cause = python_cause(text)
+        missing = _MISSING_MODULE.search(cause or "")
+        if missing is not None and _PLAN_LOAD in text:
+            message = missing_module_message(job_name, run_id, missing.group(1), transformations)
+            raise WorkerImportError(message, error) from None
         if cause is not None:
             raise PythonTaskError(_python_message(job_name, run_id, text, cause), error) from None
         raise SparkJobError(
             f"job '{job_name}' (run {run_id}): Spark failed: {_first_line(error)}{_log_hint()}",
             error,
         ) from None
+
+
+_MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([^']+)'")
+_PLAN_LOAD = "plan_from_property"
+"""The frame where a task loads the job's cloudpickled plan (core/spark/task_plan.py)."""
+
+
+def missing_module_message(
+    job_name: str, run_id: str, module: str, transformations: Sequence[Transformation]
+) -> str:
+    """Which operators use ``module``, and the three ways to make it reach the workers."""
+    users = operators_using(transformations, module)
+    where = f"operator {', '.join(repr(u) for u in users)}" if users else "the job's code"
+    top = module.split(".")[0]
+    return (
+        f"job '{job_name}' (run {run_id}): the Python workers cannot import module "
+        f"'{module}', which {where} uses: cloudpickle sends the functions of an importable "
+        f"module by reference, so each worker imports '{top}' to load the job. Make it "
+        f"importable there (install it on every worker, or ship it with spark.submit.pyFiles "
+        f"/ --py-files / SparkContext.addPyFile), or have cloudpickle send its code by "
+        f"value: `from pyspark import cloudpickle; cloudpickle.register_pickle_by_value({top})` "
+        f"before execute()"
+    )
+
+
+def operators_using(transformations: Sequence[Transformation], module: str) -> list[str]:
+    """Names of the operators whose function, sink or their attributes come from
+    ``module`` (or a submodule of it)."""
+    top = module.split(".")[0]
+    return [
+        t.name
+        for t in transformations
+        if any(m == top or m.startswith(f"{top}.") for m in _modules_of(t.make_operator, t.sink))
+    ]
+
+
+def _modules_of(*objects: Any, depth: int = 3) -> set[str]:
+    """The modules the code of ``objects`` comes from: functions, their closures and
+    defaults, classes and instances with their attributes, a few levels deep."""
+    found: set[str] = set()
+    for obj in objects:
+        if obj is None or depth == 0 or isinstance(obj, (str, bytes, int, float, bool)):
+            continue
+        if callable(obj) or isinstance(obj, type):
+            found.add(str(getattr(obj, "__module__", "") or ""))
+        else:
+            found.add(type(obj).__module__)
+        inner: list[Any] = [
+            cell.cell_contents for cell in getattr(obj, "__closure__", None) or () if _filled(cell)
+        ]
+        inner += list(getattr(obj, "__defaults__", None) or ())
+        if not callable(obj) or (hasattr(obj, "__dict__") and not isinstance(obj, type)):
+            inner += [v for v in getattr(obj, "__dict__", {}).values() if not isinstance(v, type)]
+        found |= _modules_of(*inner, depth=depth - 1)
+    return found
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def python_cause(text: str) -> str | None:

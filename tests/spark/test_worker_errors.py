@@ -22,7 +22,7 @@ from pyspark.sql.types import LongType
 from flintlock import FlintlockError, LifecycleError, StreamExecutionEnvironment
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.spark import helper_threads, worker_probe
-from flintlock.core.spark.failures import PythonTaskError
+from flintlock.core.spark.failures import PythonTaskError, WorkerImportError
 from flintlock.core.spark.session import SparkSetupError
 
 pytestmark = pytest.mark.slow
@@ -188,3 +188,28 @@ def test_the_tasks_print_folder_is_printed_then_removed_after_the_run(
     removal = helper_threads.helper_thread("folder-removal")
     removal.submit(lambda: None).result()  # the removals queued before it are done
     assert set(Path(tempfile.gettempdir()).glob("flintlock-task-stdout-*")) == before
+
+
+def test_a_module_the_workers_cannot_import_names_the_operator_and_the_ways_out(
+    spark: Any, tmp_path: Path
+) -> None:
+    package = tmp_path / "only_on_the_driver"
+    package.mkdir()
+    (package / "__init__.py").write_text("def double(row):\n    return {'v': row['v'] * 2}\n")
+    sys.path.insert(0, str(tmp_path))  # the driver imports it; the workers cannot
+    try:
+        import only_on_the_driver  # type: ignore[import-not-found]
+
+        env = job(spark, tmp_path)
+        stream = env.from_collection([{"v": i} for i in range(10)])
+        stream.map(only_on_the_driver.double, name="doubler").collect_async("out")
+        with pytest.raises(WorkerImportError) as failure:
+            env.execute("imports")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("only_on_the_driver", None)
+    message = str(failure.value)
+    assert "cannot import module 'only_on_the_driver', which operator 'doubler' uses" in message
+    assert "spark.submit.pyFiles" in message
+    assert "cloudpickle.register_pickle_by_value(only_on_the_driver)" in message
+    assert "input DataFrame" not in message and "cloudpickle.loads" not in message
