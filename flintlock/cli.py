@@ -26,6 +26,7 @@ PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
 SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"  # read by StreamExecutionEnvironment.execute
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head -1`
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 DESCRIPTION = (
@@ -245,7 +246,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``flintlock`` console script."""
+    """Entry point of the ``flintlock`` console script.
+
+    A reader that goes away early (``flintlock status JOB | head -3``) ends the command
+    quietly with the exit code of a process killed by SIGPIPE, as ``cat`` does, instead of
+    a ``BrokenPipeError`` traceback."""
+    try:
+        code = dispatch(argv)
+        sys.stdout.flush()  # the buffered rest: a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        silence_stdout()
+        return BROKEN_PIPE_EXIT
+    return code
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit, after the
+    reader closed the pipe, does not print "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def dispatch(argv: list[str] | None) -> int:
+    """Parse the command line and run the command it names; its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     passed_through: list[str] = []
     command = next((arg for arg in argv if not arg.startswith("-")), None)
