@@ -26,6 +26,7 @@ PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
 SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"  # read by StreamExecutionEnvironment.execute
+FROM_SAVEPOINT_ENV = "FLINTLOCK_FROM_SAVEPOINT"  # read by StreamExecutionEnvironment.execute
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head -1`
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -48,7 +49,8 @@ otherwise one line per epoch goes to stderr. --quiet prints nothing but errors.
 flintlock's own options go before the job file; everything after it is the job's own
 (its sys.argv[1:]), options included:
   flintlock run --parallelism 8 job.py 2024-01-01
-  flintlock run --master spark://host:7077 job.py --input data/ --verbose"""
+  flintlock run --master spark://host:7077 job.py --input data/ --verbose
+  flintlock run --from-savepoint checkpoints/orders/savepoints/savepoint-7-1a2b3c job.py"""
 
 
 def flintlock_version(distribution: str = "flintlock") -> str:
@@ -100,12 +102,14 @@ def run_job(
     metrics_port: int | None = None,
     quiet: bool = False,
     spark_ui: bool = False,
+    from_savepoint: str | None = None,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
     Environments it creates default to ``parallelism`` and ``master``; ``new_run`` makes
-    ``execute()`` run the job again even if a finished run of it is recorded; ``quiet``
-    turns the progress off, ``spark_ui`` turns Spark's UI on.
+    ``execute()`` run the job again even if a finished run of it is recorded;
+    ``from_savepoint`` is the default of ``execute(restore_from=...)``; ``quiet`` turns
+    the progress off, ``spark_ui`` turns Spark's UI on.
     """
     if not os.path.isfile(path):
         print(f"flintlock: error: no job file at {path}", file=sys.stderr)
@@ -117,6 +121,8 @@ def run_job(
         environment[MASTER_ENV] = master
     if new_run:
         environment[NEW_RUN_ENV] = "1"
+    if from_savepoint is not None:
+        environment[FROM_SAVEPOINT_ENV] = from_savepoint
     if metrics_port is not None:
         environment[METRICS_PORT_ENV] = str(metrics_port)
     environment[PROGRESS_ENV] = "0" if quiet else "1"  # a live display, or a line per epoch
@@ -197,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the job again even if a finished run of it is recorded in its "
         "checkpoint directory",
+    )
+    run.add_argument(
+        "-s",
+        "--from-savepoint",
+        metavar="PATH",
+        help="start the job's state from this savepoint (or chk-<N> folder, or a job's "
+        "folder for its latest checkpoint), as Flink's -s: operators are matched by uid, "
+        "at any parallelism",
     )
     run.add_argument(
         "--metrics-port",
@@ -308,6 +322,7 @@ def dispatch(argv: list[str] | None) -> int:
         args.metrics_port,
         quiet=args.quiet,
         spark_ui=args.spark_ui,
+        from_savepoint=args.from_savepoint,
     )
 
 

@@ -241,3 +241,26 @@ def test_a_results_repr_is_one_short_line() -> None:
         "records_out={source=1,000, sink=1,000}, savepoint='/tmp/sp/savepoint-12', "
         "collected={sink=500 rows}, metrics=40 epochs)"
     )
+
+
+def test_run_from_savepoint_reaches_the_job_as_environment_and_is_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("FLINTLOCK_FROM_SAVEPOINT", raising=False)
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "seen = os.environ.get('FLINTLOCK_FROM_SAVEPOINT')\n"
+        "Path(__file__).with_suffix('.json').write_text(json.dumps([seen, sys.argv[1:]]))\n"
+    )
+    assert main(["run", "--from-savepoint", "/sp/savepoint-3-abcdef", str(job), "-s", "x"]) == 0
+    assert json.loads(job.with_suffix(".json").read_text()) == [
+        "/sp/savepoint-3-abcdef",
+        ["-s", "x"],  # after the job file: the job's own
+    ]
+    assert "FLINTLOCK_FROM_SAVEPOINT" not in os.environ
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "-s PATH, --from-savepoint PATH start the job's state from this savepoint" in words
