@@ -276,10 +276,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def silence_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's flush at exit, after the
-    reader closed the pipe, does not print "Exception ignored ... BrokenPipeError"."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    reader closed the pipe, does not print "Exception ignored ... BrokenPipeError"
+    (nothing to do for a stdout without a file descriptor, as under pytest)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
 
 
 def dispatch(argv: list[str] | None) -> int:
