@@ -26,6 +26,8 @@ PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
 NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"  # read by StreamExecutionEnvironment.execute
 SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"  # read by StreamExecutionEnvironment.execute
+FROM_SAVEPOINT_ENV = "FLINTLOCK_FROM_SAVEPOINT"  # read by StreamExecutionEnvironment.execute
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head -1`
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 DESCRIPTION = (
@@ -47,7 +49,8 @@ otherwise one line per epoch goes to stderr. --quiet prints nothing but errors.
 flintlock's own options go before the job file; everything after it is the job's own
 (its sys.argv[1:]), options included:
   flintlock run --parallelism 8 job.py 2024-01-01
-  flintlock run --master spark://host:7077 job.py --input data/ --verbose"""
+  flintlock run --master spark://host:7077 job.py --input data/ --verbose
+  flintlock run --from-savepoint checkpoints/orders/savepoints/savepoint-7-1a2b3c job.py"""
 
 
 def flintlock_version(distribution: str = "flintlock") -> str:
@@ -99,12 +102,14 @@ def run_job(
     metrics_port: int | None = None,
     quiet: bool = False,
     spark_ui: bool = False,
+    from_savepoint: str | None = None,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
     Environments it creates default to ``parallelism`` and ``master``; ``new_run`` makes
-    ``execute()`` run the job again even if a finished run of it is recorded; ``quiet``
-    turns the progress off, ``spark_ui`` turns Spark's UI on.
+    ``execute()`` run the job again even if a finished run of it is recorded;
+    ``from_savepoint`` is the default of ``execute(restore_from=...)``; ``quiet`` turns
+    the progress off, ``spark_ui`` turns Spark's UI on.
     """
     if not os.path.isfile(path):
         print(f"flintlock: error: no job file at {path}", file=sys.stderr)
@@ -116,6 +121,8 @@ def run_job(
         environment[MASTER_ENV] = master
     if new_run:
         environment[NEW_RUN_ENV] = "1"
+    if from_savepoint is not None:
+        environment[FROM_SAVEPOINT_ENV] = from_savepoint
     if metrics_port is not None:
         environment[METRICS_PORT_ENV] = str(metrics_port)
     environment[PROGRESS_ENV] = "0" if quiet else "1"  # a live display, or a line per epoch
@@ -198,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint directory",
     )
     run.add_argument(
+        "-s",
+        "--from-savepoint",
+        metavar="PATH",
+        help="start the job's state from this savepoint (or chk-<N> folder, or a job's "
+        "folder for its latest checkpoint), as Flink's -s: operators are matched by uid, "
+        "at any parallelism",
+    )
+    run.add_argument(
         "--metrics-port",
         type=int,
         help="serve the job's metrics for Prometheus on this port while it runs",
@@ -245,7 +260,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``flintlock`` console script."""
+    """Entry point of the ``flintlock`` console script.
+
+    A reader that goes away early (``flintlock status JOB | head -3``) ends the command
+    quietly with the exit code of a process killed by SIGPIPE, as ``cat`` does, instead of
+    a ``BrokenPipeError`` traceback."""
+    try:
+        code = dispatch(argv)
+        sys.stdout.flush()  # the buffered rest: a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        silence_stdout()
+        return BROKEN_PIPE_EXIT
+    return code
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit, after the
+    reader closed the pipe, does not print "Exception ignored ... BrokenPipeError"
+    (nothing to do for a stdout without a file descriptor, as under pytest)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
+def dispatch(argv: list[str] | None) -> int:
+    """Parse the command line and run the command it names; its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     passed_through: list[str] = []
     command = next((arg for arg in argv if not arg.startswith("-")), None)
@@ -284,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         args.metrics_port,
         quiet=args.quiet,
         spark_ui=args.spark_ui,
+        from_savepoint=args.from_savepoint,
     )
 
 

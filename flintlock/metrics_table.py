@@ -7,6 +7,7 @@ from typing import Any
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.job_errors import JobControlError
 from flintlock.core.metrics.recorder import latest_run, read_run_metrics
+from flintlock.core.metrics.subtask import is_max
 
 COLUMNS = (
     "records in",
@@ -34,10 +35,18 @@ def run_metrics(folder: JobFolder) -> dict[str, Any]:
 
 
 def number(value: Any, digits: int = 0) -> str:
-    """A figure for the table: thousands separated, ``-`` for none."""
+    """A figure for the table: thousands separated, ``-`` for none; an integer exactly
+    (formatting it as a float would round 2**63 - 1 up to ...808)."""
     if value is None:
         return "-"
+    if isinstance(value, int) and not digits:
+        return f"{value:,}"
     return f"{value:,.{digits}f}"
+
+
+def watermark(value: int | None) -> str:
+    """A watermark in ms; MAX_WATERMARK (Long.MAX_VALUE) is the end of the input."""
+    return "end of input" if is_max(value) else number(value)
 
 
 def size(value: int) -> str:
@@ -46,8 +55,9 @@ def size(value: int) -> str:
 
 
 def metrics_table(metrics: dict[str, Any]) -> str:
-    """Per vertex and subtask: the run's records in and out, the latest epoch's rates,
-    busy time, watermark, lag and state; then user metrics and the last checkpoint."""
+    """Per vertex and subtask: the run's records in and out, the latest epoch's rates
+    (records and busy ms per wall-clock second, as Flink's), watermark, lag and state;
+    then user metrics and the last checkpoint."""
     latest = metrics["epochs"][-1]
     totals = metrics["totals"]
     checkpoint = latest["checkpoint"]
@@ -85,7 +95,7 @@ def row(total: dict[str, Any], latest: dict[str, Any]) -> tuple[str, ...]:
         number(latest.get("numRecordsInPerSecond")),
         number(latest.get("numRecordsOutPerSecond")),
         number(latest.get("busyTimeMsPerSecond")),
-        number(latest.get("currentInputWatermark")),
+        watermark(latest.get("currentInputWatermark")),
         number(latest.get("watermarkLagMs")),
         size(latest["stateSizeBytes"]) if "stateSizeBytes" in latest else "-",
     )

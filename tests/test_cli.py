@@ -10,10 +10,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import flintlock
 from flintlock.cli import flintlock_version, main
+from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.control import JobControl
+from flintlock.core.job.result import JobExecutionResult
 
 # A job that starts no Spark: it records the argv and settings `flintlock run` gave it.
 RECORDING_JOB = """\
@@ -187,3 +192,75 @@ def test_run_help_documents_new_run_and_job_arguments(capsys: pytest.CaptureFixt
         "checkpoint directory" in words
     )
     assert "flintlock run --master spark://host:7077 job.py --input data/ --verbose" in words
+
+
+def test_status_into_a_pipe_its_reader_closed_ends_quietly(tmp_path: Path) -> None:
+    """`flintlock status JOB | head -3`: three lines, no BrokenPipeError traceback."""
+    folder = JobFolder(CheckpointStorage.from_uri(str(tmp_path)), "orders")
+    folder.open()
+    vertices = {f"vertex-{v:03d}-with-a-long-descriptive-name": 1_000 * v for v in range(40)}
+    epoch = {"kind": "checkpoint", "seconds": 0.5, "checkpoint_bytes": 2048}
+    epochs = [
+        {**epoch, "epoch": n, "checkpoint_id": n, "records_in": vertices, "records_out": vertices}
+        for n in range(1, 51)
+    ]  # ~150 kB of status: more than the pipe holds, so the writer meets the closed pipe
+    JobControl(folder).write_status({"status": "RUNNING", "epochs": epochs})
+    command = [sys.executable, "-m", "flintlock.cli", "status", str(tmp_path / folder.path)]
+    done = subprocess.run(
+        f"{' '.join(command)} | head -3; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stderr == ""
+    assert done.returncode == 141  # as `cat` killed by SIGPIPE
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("job 'orders'  NOT RUNNING")
+    assert lines[2].startswith("epoch 2  chk-2 checkpoint")
+
+
+def test_a_results_repr_is_one_short_line() -> None:
+    """`print(result)` names the job, its end and counts, not its metrics or tables."""
+    epochs = [{"epoch": n, "vertices": {"v": {"subtasks": list(range(99))}}} for n in range(40)]
+    result = JobExecutionResult(
+        job_name="orders",
+        run_id="run-7",
+        checkpoint_id=12,
+        duration_seconds=3.14159,
+        records_out={"source": 1_000, "sink": 1_000},
+        collected={"sink": pa.table({"x": list(range(500))})},
+        epochs=12,
+        status="STOPPED",
+        savepoint_path="/tmp/sp/savepoint-12",
+        metrics={"epochs": epochs, "totals": {}},
+    )
+    assert repr(result) == (
+        "JobExecutionResult(job='orders', STOPPED, run='run-7', chk-12, epochs=12, 3.14 s, "
+        "records_out={source=1,000, sink=1,000}, savepoint='/tmp/sp/savepoint-12', "
+        "collected={sink=500 rows}, metrics=40 epochs)"
+    )
+
+
+def test_run_from_savepoint_reaches_the_job_as_environment_and_is_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("FLINTLOCK_FROM_SAVEPOINT", raising=False)
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "seen = os.environ.get('FLINTLOCK_FROM_SAVEPOINT')\n"
+        "Path(__file__).with_suffix('.json').write_text(json.dumps([seen, sys.argv[1:]]))\n"
+    )
+    assert main(["run", "--from-savepoint", "/sp/savepoint-3-abcdef", str(job), "-s", "x"]) == 0
+    assert json.loads(job.with_suffix(".json").read_text()) == [
+        "/sp/savepoint-3-abcdef",
+        ["-s", "x"],  # after the job file: the job's own
+    ]
+    assert "FLINTLOCK_FROM_SAVEPOINT" not in os.environ
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "-s PATH, --from-savepoint PATH start the job's state from this savepoint" in words

@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.control import JobControl, progress_line
 from flintlock.core.job.lease import JobLease, generation_path, read_state
+from flintlock.core.job.status import job_status
 from flintlock.core.job_errors import CheckpointError, JobControlError
+from flintlock.job_commands import describe_status
 
 RUN = "run-a"
 
@@ -166,3 +169,55 @@ def test_the_status_keeps_the_newest_epochs_and_prints_them(tmp_path: Path) -> N
         "epoch 60  chk-60 checkpoint (final)  0.50 s  records in -> out: sink 600 -> 600, "
         "source 600 -> 600  state 2.0 kB"
     )
+
+
+def test_the_status_describes_one_run_and_the_jobs_latest_checkpoint(tmp_path: Path) -> None:
+    """Run A completes checkpoints 1-3 and fails; run B starts: until B's first epoch the
+    status is B's (no epochs of A), and both times the latest checkpoint is 3."""
+    control = control_of(tmp_path)
+    folder = control.folder
+    coordinator = CheckpointCoordinator(folder)
+    epochs = []
+    for n in (1, 2, 3):
+        coordinator.complete(n, "run-a", False, [], set())
+        epochs.append(
+            {
+                "epoch": n,
+                "checkpoint_id": n,
+                "kind": "checkpoint",
+                "seconds": 0.5,
+                "records_out": {"source": 10},
+                "checkpoint_bytes": 0,
+                "time": time.time(),
+            }
+        )
+        control.write_status(
+            {"run_id": "run-a", "status": "RUNNING", "latest_checkpoint": n, "epochs": epochs}
+        )
+    folder.record_failed("run-a", RuntimeError("a task failed"))
+    failed = job_status(folder)
+    assert (failed["status"], failed["run_id"], failed["latest_checkpoint"]) == (
+        "FAILED",
+        "run-a",
+        3,
+    )
+    assert [e["epoch"] for e in failed["epochs"]] == [1, 2, 3]
+    assert describe_status(failed).startswith(
+        "job 'orders'  FAILED  run run-a  latest checkpoint 3"
+    )
+
+    lease = JobLease(control.storage, folder.path, "orders", "run-b", renew_seconds=0.2)
+    lease.acquire()
+    try:
+        folder.record_running("run-b")
+        running = job_status(folder)
+    finally:
+        lease.release()
+    assert (running["status"], running["run_id"], running["latest_checkpoint"]) == (
+        "RUNNING",
+        "run-b",
+        3,
+    )
+    assert running["epochs"] == []  # run A's epochs are not run B's
+    lines = describe_status(running).splitlines()
+    assert len(lines) == 1 and lines[0].endswith("run run-b  latest checkpoint 3")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
 from flintlock.cli import main
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.core.metrics.aggregate import epoch_document, merge_user, run_totals, watermarks
 from flintlock.core.metrics.prometheus import (
     FlintlockCollector,
@@ -22,9 +25,10 @@ from flintlock.core.metrics.prometheus import (
     MetricsUnavailable,
     exposition,
 )
-from flintlock.core.metrics.recorder import METRICS_PORT_ENV, metrics_options
+from flintlock.core.metrics.recorder import METRICS_PORT_ENV, MetricsRecorder, metrics_options
 from flintlock.core.metrics.user import Histogram, Meter, MetricError, MetricGroup
 from flintlock.metrics_table import metrics_table
+from flintlock.metrics_table import number as metrics_number
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import OneInputHarness
 
@@ -165,7 +169,14 @@ def ack(task: str, subtask: int, records: int, mark: int | None, counter: int) -
     }
 
 
-EPOCH = {"epoch": 1, "checkpoint_id": 3, "kind": "checkpoint", "final": False, "seconds": 2.5}
+EPOCH = {
+    "epoch": 1,
+    "checkpoint_id": 3,
+    "kind": "checkpoint",
+    "final": False,
+    "seconds": 2.5,
+    "intervalSeconds": 10.0,  # since the previous epoch: its subtasks ran 2 s of it
+}
 
 
 def test_an_epoch_sums_subtasks_and_takes_the_least_watermark() -> None:
@@ -173,14 +184,14 @@ def test_an_epoch_sums_subtasks_and_takes_the_least_watermark() -> None:
     document = epoch_document(acks, EPOCH)
     v = document["vertices"]["v"]
     assert (v["numRecordsIn"], v["numRecordsOut"], v["parallelism"]) == (40, 40, 2)
-    assert v["numRecordsInPerSecond"] == pytest.approx(20.0)  # 5/s + 15/s
-    assert v["busyTimeMsPerSecond"] == pytest.approx(500.0)  # the busiest subtask
+    assert v["numRecordsInPerSecond"] == pytest.approx(4.0)  # 40 rows in 10 s of wall time
+    assert v["busyTimeMsPerSecond"] == pytest.approx(100.0)  # the busiest: 1 s busy of 10
     assert v["currentInputWatermark"] == 4_000
     assert v["watermarkLagMs"] == pytest.approx(10_000 - 4_000)
     assert v["subtasks"]["1"]["watermarkLagMs"] == pytest.approx(10_000 - 6_000)
     assert v["operators"]["op"]["user"] == {
         "counters": {"c": 3},
-        "meters": {"m": {"count": 8, "rate": 4.0}},
+        "meters": {"m": {"count": 8, "rate": 0.8}},  # per wall second, not per 2 s ran
     }
     assert watermarks(document) == {"v": 4_000, "w": None}
     checkpoint = document["checkpoint"]
@@ -203,10 +214,15 @@ def test_run_totals_add_epochs_per_vertex_subtask_and_operator() -> None:
     totals = run_totals([first, second])
     v = totals["vertices"]["v"]
     assert (totals["epochs"], v["numRecordsIn"], v["numRecordsOut"]) == (2, 47, 47)
-    assert v["subtasks"] == {
-        "0": {"numRecordsIn": 17, "numRecordsOut": 17},
-        "1": {"numRecordsIn": 30, "numRecordsOut": 30},
+    assert {i: (s["numRecordsIn"], s["numRecordsOut"]) for i, s in v["subtasks"].items()} == {
+        "0": (17, 17),
+        "1": (30, 30),
     }
+    op = v["subtasks"]["0"]["operators"]["op"]  # each subtask's operators count the run too
+    assert (op["numRecordsIn"], op["user"]) == (
+        17,
+        {"counters": {"c": 6}, "meters": {"m": {"count": 8}}},
+    )
     assert v["operators"]["op"]["user"] == {"counters": {"c": 8}, "meters": {"m": {"count": 16}}}
 
 
@@ -252,7 +268,7 @@ def test_the_table_shows_every_vertex_subtask_and_user_metric() -> None:
         ["#1", "30", "30"],
     ]
     assert "  op  c  counter  3" in lines
-    assert "  op  m  meter  8 (4.0/s)" in lines
+    assert "  op  m  meter  8 (0.8/s)" in lines
 
 
 def test_the_endpoint_serves_the_collector_and_a_taken_port_is_a_flintlock_error() -> None:
@@ -271,12 +287,12 @@ def test_the_endpoint_serves_the_collector_and_a_taken_port_is_a_flintlock_error
         server.close()
 
 
-def test_operators_get_rates_and_lag_over_their_subtasks_time() -> None:
+def test_operators_get_rates_per_wall_second_and_lag() -> None:
     document = epoch_document([ack("v", 0, 10, 4_000, 1), ack("v", 1, 30, 6_000, 2)], EPOCH)
     sub = document["vertices"]["v"]["subtasks"]["1"]["operators"]["op"]
-    assert sub["numRecordsOutPerSecond"] == pytest.approx(15.0)  # 30 rows in 2 s
+    assert sub["numRecordsOutPerSecond"] == pytest.approx(3.0)  # 30 rows in 10 s
     assert sub["watermarkLagMs"] == pytest.approx(10_000 - 6_000)
-    assert document["vertices"]["v"]["operators"]["op"]["numRecordsInPerSecond"] == 20.0
+    assert document["vertices"]["v"]["operators"]["op"]["numRecordsInPerSecond"] == 4.0
 
 
 def test_flintlock_run_passes_the_metrics_port_to_the_job(tmp_path: Path) -> None:
@@ -291,3 +307,70 @@ def test_flintlock_run_passes_the_metrics_port_to_the_job(tmp_path: Path) -> Non
         assert metrics_options(None, 5) == (False, 5)
     finally:
         del os.environ["FLINTLOCK_METRICS"]
+
+
+# ---- Flink's meanings: wall-clock rates, counters, the end of input ----
+
+
+def test_rates_and_busy_time_are_per_wall_second_between_epochs(tmp_path: Path) -> None:
+    """A source at 50 rows/s, epochs 0.5 s apart: each Spark task runs ~20 ms of them,
+    busy throughout. Flink would say 50 rows/s and ~40 busy ms/s, not 1,250 and 1,000."""
+    storage = CheckpointStorage.from_uri(str(tmp_path))
+    recorder = MetricsRecorder(storage, str(tmp_path / "job"), "job", "run-1")
+    fields = {"kind": "checkpoint", "final": False, "seconds": 0.03}
+
+    def epoch_acks() -> list[dict[str, Any]]:
+        acks = [ack("source", 0, 25, None, 0)]
+        acks[0]["metrics"].update(durationMs=20.0, busyTimeMs=20.0, time=time.time())
+        return acks
+
+    recorder.record(epoch_acks(), {"epoch": 1, "checkpoint_id": 1, **fields})
+    time.sleep(0.5)  # the trigger's wait
+    second = recorder.record(epoch_acks(), {"epoch": 2, "checkpoint_id": 2, **fields})
+    assert second is not None
+    assert 0.5 <= second["intervalSeconds"] < 1.5
+    source = second["vertices"]["source"]
+    assert 16 < source["numRecordsInPerSecond"] <= 50  # 25 rows in >= 0.5 s
+    assert 13 < source["busyTimeMsPerSecond"] <= 40  # 20 ms busy in >= 0.5 s
+    meter = source["subtasks"]["0"]["operators"]["op"]["user"]["meters"]["m"]
+    assert meter["rate"] == pytest.approx(4 / second["intervalSeconds"])
+    table = metrics_table(recorder.summary())
+    cells = next(line for line in table.splitlines() if line.startswith("source")).split()
+    assert cells[1:3] == ["50", "50"]  # the run's records: 25 + 25
+    assert int(cells[3]) <= 50 and int(cells[5]) <= 40  # in/s and busy ms/s
+
+
+def test_a_drained_jobs_watermark_reads_as_the_end_of_its_input() -> None:
+    ended = epoch_document([ack("v", 0, 10, MAX_TIMESTAMP, 1)], EPOCH)
+    table = metrics_table({"run_id": "r", "epochs": [ended], "totals": run_totals([ended])})
+    vertex = next(line for line in table.splitlines() if line.startswith("v "))
+    assert "end of input" in vertex
+    assert "9,223,372" not in table
+    assert metrics_number(2**53 + 1) == "9,007,199,254,740,993"  # integers exactly
+
+
+def test_the_prometheus_text_types_run_counts_as_counters_and_the_rest_as_gauges() -> None:
+    first = epoch_document([ack("v", 0, 10, 4_000, 1), ack("v", 1, 30, 6_000, 2)], EPOCH)
+    second = epoch_document([ack("v", 0, 7, 5_000, 5), ack("v", 1, 1, 7_000, 0)], EPOCH)
+    collector = FlintlockCollector("job")
+    collector.update(second, run_totals([first, second]))
+    families = {f.name: f for f in text_string_to_metric_families(exposition(collector))}
+    counters = {name for name, family in families.items() if family.type == "counter"}
+    assert counters == {
+        "flintlock_task_numRecordsIn",
+        "flintlock_task_numRecordsOut",
+        "flintlock_operator_numRecordsIn",
+        "flintlock_operator_numRecordsOut",
+        "flintlock_operator_user_m",  # a meter's events
+    }
+    records = families["flintlock_task_numRecordsIn"].samples
+    assert {(s.name, s.labels["subtask_index"], s.value) for s in records} == {
+        ("flintlock_task_numRecordsIn_total", "0", 17.0),  # the run: 10 + 7
+        ("flintlock_task_numRecordsIn_total", "1", 31.0),
+    }
+    operator = families["flintlock_operator_numRecordsOut"].samples
+    assert sorted(s.value for s in operator) == [17.0, 31.0]
+    user = families["flintlock_operator_user_c"]  # may go down (dec): a gauge of the run
+    assert (user.type, sorted(s.value for s in user.samples)) == ("gauge", [2.0, 6.0])
+    for name in ("busyTimeMsPerSecond", "numRecordsInPerSecond", "currentInputWatermark"):
+        assert families[f"flintlock_task_{name}"].type == "gauge"

@@ -88,7 +88,8 @@ def test_the_frame_shows_each_vertex_last_epoch_rates_totals_and_watermark() -> 
 
 
 def test_the_frame_shows_the_running_spark_job_of_the_epoch() -> None:
-    job = EpochJob("orders", 13, epoch_group("orders", 13, "r1"), "d", started=0.0)
+    """A run restored from chk-10: its epoch 3 completed chk-13, its epoch 4 runs chk-14."""
+    job = EpochJob("orders", 4, 14, epoch_group("orders", 14, "r1"), "d", started=0.0)
     running = SparkProgress(
         job, jobs=1, stages_done=1, stages=3, tasks_done=5, tasks=8, tasks_running=2
     )
@@ -96,7 +97,7 @@ def test_the_frame_shows_the_running_spark_job_of_the_epoch() -> None:
     state.add(figures(3, 10))
     text = frame_text(state, running)
     assert "epoch 3  chk-13 checkpoint (final)" in text
-    assert "Spark: epoch 13 running, 1 job(s), stages 1/3, tasks 5/8 (2 running)" in text
+    assert "Spark: epoch 4 chk-14 running, 1 job(s), stages 1/3, tasks 5/8 (2 running)" in text
     assert frame_text(ProgressState()).splitlines()[1] == "Spark: starting"
 
 
@@ -160,8 +161,9 @@ def test_a_callable_is_the_progress_itself(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_spark_job_groups_name_the_job_and_epoch() -> None:
-    assert epoch_group("orders", 7, "abc123") == "flintlock:orders:epoch-7:run-abc123"
-    assert epoch_description("orders", 7, "abc123") == "flintlock job 'orders' epoch 7 (run abc123)"
+    assert epoch_group("orders", 7, "abc123") == "flintlock:orders:chk-7:run-abc123"
+    description = epoch_description("orders", 2, 7, "abc123")
+    assert description == "flintlock job 'orders' epoch 2 chk-7 (run abc123)"  # as its line
     assert running_epoch("orders") is None  # none outside an epoch's action
 
 

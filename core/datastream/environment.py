@@ -38,6 +38,8 @@ NEW_RUN_ENV = "FLINTLOCK_NEW_RUN"
 """Set to 1 by ``flintlock run --new-run``: the default of ``execute(new_run=...)``."""
 SPARK_UI_ENV = "FLINTLOCK_SPARK_UI"
 """Set to 1 by ``flintlock run --spark-ui``: the default of ``spark_ui``."""
+FROM_SAVEPOINT_ENV = "FLINTLOCK_FROM_SAVEPOINT"
+"""Set by ``flintlock run --from-savepoint PATH``: the default of ``restore_from``."""
 
 MAX_MAX_PARALLELISM = 32768
 """Flink's upper bound for max parallelism (the number of key groups)."""
@@ -134,7 +136,8 @@ class StreamExecutionEnvironment(SourceMethods):
         ``restore_from`` (a ``chk-<N>`` folder, a savepoint, or a job's folder for its
         latest checkpoint) gives a run that starts its state: operators are matched by uid,
         at any parallelism. It is checked before Spark starts; state of an operator the job
-        no longer has is refused unless ``allow_non_restored_state``.
+        no longer has is refused unless ``allow_non_restored_state``. ``flintlock run
+        --from-savepoint PATH`` (FLINTLOCK_FROM_SAVEPOINT) gives its default.
 
         ``metrics`` (default on, ``FLINTLOCK_METRICS=0`` turns it off) takes Flink's metrics
         each epoch: ``result.metrics``, ``flintlock metrics JOB``, the job folder's
@@ -152,6 +155,8 @@ class StreamExecutionEnvironment(SourceMethods):
         check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
         uids = operator_uids(self.transformations)
         restore = None
+        if restore_from is None:
+            restore_from = os.environ.get(FROM_SAVEPOINT_ENV) or None
         if restore_from is not None:
             restore = prepare_restore(
                 restore_from, uids, self.max_parallelism, allow_non_restored_state

@@ -155,7 +155,8 @@ class EpochRun:
         master = self.master
         details = master.checkpoint_details(self.graph)
         details["sources"] = {uid: p.state for uid, p in planned.items()}
-        return master.run_epoch(plan, final=plan.barrier.final, details=details)
+        epoch = len(self.epochs) + 1  # the number its figures will carry
+        return master.run_epoch(plan, final=plan.barrier.final, details=details, epoch=epoch)
 
     def commit_epoch(
         self, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, epoch_started: float

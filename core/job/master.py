@@ -259,10 +259,11 @@ class JobMaster(JobResults):
         return result
 
     def run_epoch(
-        self, plan: ExecutionPlan, final: bool, details: dict[str, Any]
+        self, plan: ExecutionPlan, final: bool, details: dict[str, Any], epoch: int = 1
     ) -> CompletedCheckpoint:
-        """Run one epoch as one Spark job (one action) and complete its checkpoint; a job
-        canceled (a second Ctrl-C) before or while it ran completes nothing."""
+        """Run the run's epoch ``epoch`` as one Spark job (one action) and complete its
+        checkpoint; a job canceled (a second Ctrl-C) before or while it ran completes
+        nothing."""
         failures = spark_failures_as_flintlock_errors(
             self.storage, plan.job_name, plan.run_id, self.transformations
         )
@@ -270,7 +271,7 @@ class JobMaster(JobResults):
         settings = self.settings
         if settings is None:
             raise RuntimeError("JobMaster.run_epoch runs only inside JobMaster.execute")
-        running = epoch_running(plan.job_name, plan.epoch, plan.run_id)
+        running = epoch_running(plan.job_name, epoch, plan.barrier.checkpoint_id, plan.run_id)
         frames = self.epoch_frames
         with failures, running as job:
             frame = frames.frame_for(plan)

@@ -137,7 +137,8 @@ def render(
         )
     if running is not None:
         spark = Text(
-            f"Spark: epoch {running.epoch.epoch} running, {running.jobs} job(s), "
+            f"Spark: epoch {running.epoch.epoch} chk-{running.epoch.checkpoint_id} running, "
+            f"{running.jobs} job(s), "
             f"stages {running.stages_done}/{running.stages}, "
             f"tasks {running.tasks_done}/{running.tasks} ({running.tasks_running} running), "
             f"{running.seconds:.1f} s",

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from flintlock.core.job.master import JobConfig
 
 
-@dataclass
+@dataclass(repr=False)
 class JobExecutionResult:
     """What a finished job returns: counts, duration, the checkpoint, collected tables."""
 
@@ -49,6 +49,25 @@ class JobExecutionResult:
     """Flink's metrics of the run: ``epochs`` (one document each: per vertex, subtask
     and operator, and the checkpoint) and ``totals`` (records and user counts summed);
     empty with ``metrics=False``. A stored result's are read back from the job folder."""
+
+    def __repr__(self) -> str:
+        """One short line: the job, how it ended, where, and what it emitted; the tables
+        and metrics only by their size (``print(result)`` must stay readable)."""
+        records = ", ".join(f"{name}={n:,}" for name, n in self.records_out.items())
+        tables = ", ".join(f"{name}={t.num_rows:,} rows" for name, t in self.collected.items())
+        extras = [
+            f"savepoint={self.savepoint_path!r}" if self.savepoint_path else "",
+            "already_finished" if self.already_finished else ("resumed" if self.resumed else ""),
+            f"collected={{{tables}}}" if tables else "",
+            f"metrics={len(self.metrics.get('epochs', []))} epochs" if self.metrics else "",
+        ]
+        return (
+            f"JobExecutionResult(job={self.job_name!r}, {self.status}, run={self.run_id!r}, "
+            f"chk-{self.checkpoint_id}, epochs={self.epochs}, "
+            f"{self.duration_seconds:.2f} s, records_out={{{records}}}"
+            + "".join(f", {extra}" for extra in extras if extra)
+            + ")"
+        )
 
 
 class JobResults:

@@ -11,25 +11,41 @@ RECORDS = ("numRecordsIn", "numRecordsOut")
 RATES = ("numRecordsInPerSecond", "numRecordsOutPerSecond")
 
 
-def with_rates(metrics: dict[str, Any]) -> dict[str, Any]:
+def with_rates(metrics: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
     """A subtask's figures plus Flink's per-second ones and its watermark lag, for the
-    subtask and for each of its operators (over the subtask's time in the epoch)."""
-    seconds = metrics.get("durationMs", 0.0) / 1e3
+    subtask and for each of its operators. As in Flink, a rate is per second of wall-clock
+    time (``wall_seconds``: the time the epoch's figures cover, waits between epochs
+    included), never per second the task ran: a task that ran 5 ms of a 1 s epoch was
+    busy 5 ms/s, and its 50 rows came at 50/s."""
     now_ms = metrics["time"] * 1e3
+
+    def per_second(count: float) -> float:
+        return count / wall_seconds if wall_seconds > 0 else 0.0
 
     def rates(figures: dict[str, Any]) -> dict[str, Any]:
         mark = figures.get("currentInputWatermark")
         return {
             **figures,
-            "numRecordsInPerSecond": figures["numRecordsIn"] / seconds if seconds else 0.0,
-            "numRecordsOutPerSecond": figures["numRecordsOut"] / seconds if seconds else 0.0,
+            "numRecordsInPerSecond": per_second(figures["numRecordsIn"]),
+            "numRecordsOutPerSecond": per_second(figures["numRecordsOut"]),
             "watermarkLagMs": None if mark is None or is_max(mark) else now_ms - mark,
         }
 
+    def user_rates(user: dict[str, Any]) -> dict[str, Any]:
+        meters = {
+            name: {**meter, "rate": per_second(meter["count"])}
+            for name, meter in user.get("meters", {}).items()
+        }
+        return {**user, "meters": meters} if meters else user
+
+    operators = {
+        name: {**rates(op), "user": user_rates(op.get("user", {}))}
+        for name, op in metrics.get("operators", {}).items()
+    }
     return {
         **rates(metrics),
-        "busyTimeMsPerSecond": metrics["busyTimeMs"] / seconds if seconds else 0.0,
-        "operators": {name: rates(op) for name, op in metrics.get("operators", {}).items()},
+        "busyTimeMsPerSecond": min(per_second(metrics["busyTimeMs"]), 1000.0),
+        "operators": operators,
     }
 
 
@@ -103,11 +119,14 @@ def vertex_figures(subtasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def epoch_document(acknowledgements: list[dict[str, Any]], epoch: dict[str, Any]) -> dict[str, Any]:
     """One epoch's metrics: ``epoch``'s fields (epoch, checkpoint_id, kind, final,
-    seconds, time), the vertices' figures and the checkpoint's."""
+    seconds, time, intervalSeconds), the vertices' figures and the checkpoint's. Rates
+    are per second of ``intervalSeconds`` (the wall-clock time since the previous epoch
+    ended), or of the epoch's own ``seconds`` where no interval is given."""
+    wall_seconds = epoch.get("intervalSeconds") or epoch.get("seconds") or 0.0
     by_vertex: dict[str, dict[str, Any]] = {}
     for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
         metrics = ack.get("metrics") or {}
-        figures = with_rates(metrics) if metrics else {"finished": True}
+        figures = with_rates(metrics, wall_seconds) if metrics else {"finished": True}
         figures.setdefault("numRecordsIn", ack.get("records_in", 0))
         figures.setdefault("numRecordsOut", ack.get("records_out", 0))
         figures["checkpointSizeBytes"] = metrics.get("checkpointSizeBytes", ack["size_bytes"])
@@ -141,8 +160,9 @@ def new_totals() -> dict[str, Any]:
 
 
 def add_epoch(totals: dict[str, Any], document: dict[str, Any]) -> None:
-    """Add one epoch to a run's totals, per vertex, subtask and operator: records in and
-    out, user counters and meter counts; and the checkpoint's bytes."""
+    """Add one epoch to a run's totals, per vertex, subtask, and operator of each: records
+    in and out, user counters and meter counts (Flink's counters count the whole run);
+    and the checkpoint's bytes."""
     totals["epochs"] += 1
     totals["checkpointBytes"] += document["checkpoint"]["sizeBytes"]
     for name, figures in document["vertices"].items():
@@ -150,12 +170,20 @@ def add_epoch(totals: dict[str, Any], document: dict[str, Any]) -> None:
             name, {"numRecordsIn": 0, "numRecordsOut": 0, "subtasks": {}, "operators": {}}
         )
         add_records(total, figures)
+        add_operators(total, figures)
         for index, sub in figures["subtasks"].items():
-            add_records(total["subtasks"].setdefault(index, {}), sub)
-        for op, values in figures["operators"].items():
-            kept = total["operators"].setdefault(op, {"user": {}})
-            add_records(kept, values)
-            kept["user"] = merge_user([kept["user"], counts_only(values["user"])])
+            kept = total["subtasks"].setdefault(index, {"numRecordsIn": 0, "numRecordsOut": 0})
+            add_records(kept, sub)
+            if sub.get("operators"):
+                add_operators(kept, sub)
+
+
+def add_operators(total: dict[str, Any], figures: dict[str, Any]) -> None:
+    """Add each operator's records and user counts in ``figures`` to ``total``."""
+    for op, values in figures["operators"].items():
+        kept = total.setdefault("operators", {}).setdefault(op, {"user": {}})
+        add_records(kept, values)
+        kept["user"] = merge_user([kept["user"], counts_only(values.get("user", {}))])
 
 
 def run_totals(epochs: list[dict[str, Any]]) -> dict[str, Any]:

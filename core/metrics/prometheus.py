@@ -4,7 +4,10 @@ the latest epoch and the run's totals, a file per epoch and an HTTP endpoint on 
 Names follow Flink's Prometheus reporter: ``flintlock_task_<metric>`` with labels
 job_name, task_name and subtask_index, ``flintlock_operator_<metric>`` adds operator_name;
 user metrics are ``flintlock_operator_user_<name>`` (non-alphanumerics made ``_``).
-Everything is a gauge (a Flink counter may go down); records are the run's totals."""
+Records in and out and user meters' events are counters of the run (a counter's samples
+end in ``_total``); the rest are gauges of the latest epoch, save user counters: the
+run's total, but a gauge, since ``dec()`` may lower them (Flink's reporter does the same).
+A watermark of MAX_WATERMARK (Long.MAX_VALUE) means the input ended."""
 
 from __future__ import annotations
 
@@ -25,6 +28,16 @@ TASK_GAUGES = (
     "checkpointSizeBytes",
 )
 """Per subtask, the latest epoch's value."""
+OPERATOR_GAUGES = (
+    "numRecordsInPerSecond",
+    "numRecordsOutPerSecond",
+    "currentInputWatermark",
+    "watermarkLagMs",
+    "stateSizeBytes",
+)
+"""Per operator of a subtask, the latest epoch's value."""
+RECORD_COUNTS = ("numRecordsIn", "numRecordsOut")
+"""Per subtask and per operator of it, counters of the run."""
 
 
 class MetricsUnavailable(FlintlockError):
@@ -72,15 +85,16 @@ class FlintlockCollector:
 
     def collect(self) -> Iterator[Any]:
         """The metric families (prometheus_client's Collector protocol)."""
-        gauge = _client().core.GaugeMetricFamily
+        core = _client().core
+        kinds = {"gauge": core.GaugeMetricFamily, "counter": core.CounterMetricFamily}
         families: dict[str, Any] = {}
 
-        def add(name: str, labels: dict[str, str], value: Any, text: str) -> None:
+        def add(name: str, labels: dict[str, str], value: Any, text: str, kind: str) -> None:
             if value is None or isinstance(value, bool) or not isinstance(value, int | float):
                 return
             family = families.get(name)
             if family is None:
-                family = families[name] = gauge(name, text, labels=list(labels))
+                family = families[name] = kinds[kind](name, text, labels=list(labels))
             family.add_metric(list(labels.values()), float(value))
 
         self._add_totals(add)
@@ -88,45 +102,61 @@ class FlintlockCollector:
         return iter(families.values())
 
     def _add_totals(self, add: Any) -> None:
+        """The run's counts per subtask and operator: records, user counters and meters."""
         for task, vertex in self.totals["vertices"].items():
             for index, sub in vertex["subtasks"].items():
                 labels = {"job_name": self.job_name, "task_name": task, "subtask_index": index}
-                for key in ("numRecordsIn", "numRecordsOut"):
-                    add(f"flintlock_task_{key}", labels, sub[key], f"{key}, run total")
+                for key in RECORD_COUNTS:
+                    add(f"flintlock_task_{key}", labels, sub[key], f"{key}, run", "counter")
+                for op, figures in sub.get("operators", {}).items():
+                    op_labels = {**labels, "operator_name": op}
+                    for key in RECORD_COUNTS:
+                        name = f"flintlock_operator_{key}"
+                        add(name, op_labels, figures.get(key), f"{key}, run", "counter")
+                    user = figures.get("user", {})
+                    for metric, value in user.get("counters", {}).items():
+                        name = f"flintlock_operator_user_{metric_name(metric)}"
+                        add(name, op_labels, value, "user counter, run", "gauge")
+                    for metric, meter in user.get("meters", {}).items():
+                        name = f"flintlock_operator_user_{metric_name(metric)}"
+                        add(name, op_labels, meter["count"], "user meter, events", "counter")
 
     def _add_latest(self, add: Any) -> None:
+        """The latest epoch's gauges: rates, busy time, watermarks, lag and sizes."""
         latest = self.latest
         if latest is None:
             return
-        add("flintlock_job_epoch", {"job_name": self.job_name}, latest["epoch"], "epochs run")
-        checkpoint = latest["checkpoint"]
         job = {"job_name": self.job_name}
-        add("flintlock_job_lastCheckpointSize", job, checkpoint["sizeBytes"], "bytes")
-        add("flintlock_job_lastCheckpointDuration", job, checkpoint["durationMs"], "ms")
+        add("flintlock_job_epoch", job, latest["epoch"], "epochs run", "gauge")
+        checkpoint = latest["checkpoint"]
+        add("flintlock_job_lastCheckpointSize", job, checkpoint["sizeBytes"], "bytes", "gauge")
+        add("flintlock_job_lastCheckpointDuration", job, checkpoint["durationMs"], "ms", "gauge")
         for task, vertex in latest["vertices"].items():
             for index, sub in vertex["subtasks"].items():
                 labels = {"job_name": self.job_name, "task_name": task, "subtask_index": index}
                 for key in TASK_GAUGES:
-                    add(f"flintlock_task_{key}", labels, sub.get(key), f"{key}, latest epoch")
+                    text = f"{key}, latest epoch"
+                    add(f"flintlock_task_{key}", labels, sub.get(key), text, "gauge")
                 for op, figures in sub.get("operators", {}).items():
                     self._add_operator(add, {**labels, "operator_name": op}, figures)
 
     @staticmethod
     def _add_operator(add: Any, labels: dict[str, str], figures: dict[str, Any]) -> None:
-        for key in ("numRecordsIn", "numRecordsOut", "currentInputWatermark", "stateSizeBytes"):
-            add(f"flintlock_operator_{key}", labels, figures.get(key), f"{key}, latest epoch")
+        for key in OPERATOR_GAUGES:
+            text = f"{key}, latest epoch"
+            add(f"flintlock_operator_{key}", labels, figures.get(key), text, "gauge")
         user = figures.get("user", {})
-        for kind in ("counters", "gauges"):
-            for name, value in user.get(kind, {}).items():
-                add(f"flintlock_operator_user_{metric_name(name)}", labels, value, f"user {kind}")
+        for name, value in user.get("gauges", {}).items():
+            add(
+                f"flintlock_operator_user_{metric_name(name)}", labels, value, "user gauge", "gauge"
+            )
         for name, meter in user.get("meters", {}).items():
             base = f"flintlock_operator_user_{metric_name(name)}"
-            add(base, labels, meter["count"], "user meter, events")
-            add(f"{base}_rate", labels, meter["rate"], "user meter, events per second")
+            add(f"{base}_rate", labels, meter["rate"], "user meter, events per second", "gauge")
         for name, statistics in user.get("histograms", {}).items():
             base = f"flintlock_operator_user_{metric_name(name)}"
             for stat, value in statistics.items():
-                add(f"{base}_{metric_name(stat)}", labels, value, "user histogram")
+                add(f"{base}_{metric_name(stat)}", labels, value, "user histogram", "gauge")
 
 
 def exposition(collector: FlintlockCollector) -> str:

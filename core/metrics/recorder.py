@@ -66,6 +66,8 @@ class MetricsRecorder:
         self._file_written = float("-inf")
         self._file_behind = False
         """An epoch newer than the Prometheus file is recorded (written at ``close``)."""
+        self._last_recorded: float | None = None
+        """When the previous epoch was recorded (``time.monotonic()``)."""
 
     def start(self) -> None:
         """Serve the metrics over HTTP if a port was asked for (a clear error without
@@ -87,7 +89,10 @@ class MetricsRecorder:
         """One epoch's metrics (None when off): aggregated, written, served."""
         if not self.enabled:
             return None
-        document = epoch_document(acknowledgements, {**epoch, "run_id": self.run_id})
+        document = epoch_document(
+            acknowledgements,
+            {**epoch, "run_id": self.run_id, "intervalSeconds": self._interval(epoch)},
+        )
         self.epochs.append(document)
         add_epoch(self.totals, document)
         folder = metrics_dir(self.job_path, self.run_id)
@@ -98,6 +103,17 @@ class MetricsRecorder:
             if time.monotonic() - self._file_written >= PROMETHEUS_FILE_SECONDS:
                 self.write_prometheus_file()
         return document
+
+    def _interval(self, epoch: dict[str, Any]) -> float:
+        """The wall-clock seconds this epoch's figures cover: since the previous epoch was
+        recorded (the trigger's wait included), or the epoch's own ``seconds`` for a run's
+        first; never less than the epoch took."""
+        now = time.monotonic()
+        seconds = float(epoch.get("seconds") or 0.0)
+        if self._last_recorded is not None:
+            seconds = max(seconds, now - self._last_recorded)
+        self._last_recorded = now
+        return round(seconds, 4)
 
     def write_prometheus_file(self) -> None:
         """The latest epoch in Prometheus' text format, renamed into place whole."""

@@ -1,6 +1,11 @@
-"""Spark's side of seeing a job: each epoch's Spark job carries the flintlock job's name
-and epoch as its job group and description (so Spark's UI names flintlock's work), and
-what Spark's status tracker says about the epoch running now (stages, tasks).
+"""Spark's side of seeing a job: each epoch's Spark job carries the flintlock job's name,
+epoch and checkpoint as its job group and description (so Spark's UI names flintlock's
+work), and what Spark's status tracker says about the epoch running now (stages, tasks).
+
+One numbering, as everywhere a person reads it (the display, ``flintlock status``, the
+metrics, ``result.epochs``): epoch N is the run's Nth epoch, and it completes checkpoint
+``chk-<id>``, whose ids go on across runs. The job group, which must be unique, names the
+checkpoint only.
 
 The epoch running now is kept per flintlock job name on the driver, so a display polling
 from another thread finds its Spark jobs without being told each epoch.
@@ -29,6 +34,9 @@ class EpochJob:
 
     job_name: str
     epoch: int
+    """The run's epoch number (1 for its first)."""
+    checkpoint_id: int
+    """The checkpoint the epoch completes (unique in the job, across runs)."""
     group: str
     description: str
     started: float
@@ -57,14 +65,16 @@ _running: dict[str, EpochJob] = {}
 _lock = threading.Lock()
 
 
-def epoch_group(job_name: str, epoch: int, run_id: str) -> str:
-    """The Spark job group of a flintlock job's epoch (its checkpoint id) in one run."""
-    return f"flintlock:{job_name}:epoch-{epoch}:run-{run_id}"
+def epoch_group(job_name: str, checkpoint_id: int, run_id: str) -> str:
+    """The Spark job group of the epoch of a flintlock job's run that completes
+    ``checkpoint_id``."""
+    return f"flintlock:{job_name}:chk-{checkpoint_id}:run-{run_id}"
 
 
-def epoch_description(job_name: str, epoch: int, run_id: str) -> str:
-    """The Spark job description Spark's UI shows for a flintlock job's epoch."""
-    return f"flintlock job '{job_name}' epoch {epoch} (run {run_id})"
+def epoch_description(job_name: str, epoch: int, checkpoint_id: int, run_id: str) -> str:
+    """The Spark job description Spark's UI shows for a flintlock job's epoch: the run's
+    epoch number and its checkpoint, as the display and the epoch lines say them."""
+    return f"flintlock job '{job_name}' epoch {epoch} chk-{checkpoint_id} (run {run_id})"
 
 
 def running_epoch(job_name: str) -> EpochJob | None:
@@ -74,14 +84,16 @@ def running_epoch(job_name: str) -> EpochJob | None:
 
 
 @contextlib.contextmanager
-def epoch_running(job_name: str, epoch: int, run_id: str) -> Iterator[EpochJob]:
-    """The epoch of ``job_name`` whose Spark action runs inside the block, as displays
-    find it (``running_epoch``); ``RunSettings.epoch`` gives Spark the same labels."""
+def epoch_running(job_name: str, epoch: int, checkpoint_id: int, run_id: str) -> Iterator[EpochJob]:
+    """The run's epoch ``epoch`` of ``job_name``, completing ``checkpoint_id``, whose
+    Spark action runs inside the block, as displays find it (``running_epoch``);
+    ``RunSettings.epoch`` gives Spark the same labels."""
     job = EpochJob(
         job_name,
         epoch,
-        epoch_group(job_name, epoch, run_id),
-        epoch_description(job_name, epoch, run_id),
+        checkpoint_id,
+        epoch_group(job_name, checkpoint_id, run_id),
+        epoch_description(job_name, epoch, checkpoint_id, run_id),
         time.monotonic(),
     )
     with _lock:

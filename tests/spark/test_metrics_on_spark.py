@@ -77,7 +77,9 @@ def per_subtask(figures: dict[str, Any], key: str) -> dict[int, int]:
     return {int(i): s[key] for i, s in figures["subtasks"].items()}
 
 
-def test_a_keyed_jobs_metrics_match_the_rows_it_was_sent(spark: Any, tmp_path: Path) -> None:
+def test_a_keyed_jobs_metrics_match_the_rows_it_was_sent(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     port = free_port()
     scraped: list[dict[str, Any]] = []
 
@@ -115,6 +117,12 @@ def test_a_keyed_jobs_metrics_match_the_rows_it_was_sent(spark: Any, tmp_path: P
             assert mark is not None and 0 <= mark < (number + 1) * PER_EPOCH
         else:
             assert mark == MAX_TIMESTAMP  # the input ended
+        wall = document["intervalSeconds"]  # since the previous epoch: Flink's wall clock
+        assert wall >= document["seconds"] > 0
+        for sub in keyed["subtasks"].values():
+            assert sub["numRecordsInPerSecond"] == pytest.approx(sub["numRecordsIn"] / wall)
+            assert sub["busyTimeMsPerSecond"] == pytest.approx(sub["busyTimeMs"] / wall)
+            assert sub["busyTimeMs"] <= sub["durationMs"] <= wall * 1e3
         assert document["checkpoint"]["sizeBytes"] == sum(
             sum(s.values()) for s in document["checkpoint"]["bytesPerSubtask"].values()
         )
@@ -131,20 +139,24 @@ def test_a_keyed_jobs_metrics_match_the_rows_it_was_sent(spark: Any, tmp_path: P
     # the Prometheus file in the job folder carries the same numbers
     text = (tmp_path / "chk" / "counted" / "metrics" / "metrics.prom").read_text()
     families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["flintlock_task_numRecordsIn"].type == "counter"  # the run's, as Flink's
     served = {
         (s.labels["task_name"], int(s.labels["subtask_index"])): s.value
         for s in families["flintlock_task_numRecordsIn"].samples
     }
     assert {i: served[(KEYED, i)] for i in received} == {i: float(n) for i, n in received.items()}
     assert sum(v for (task, _), v in served.items() if task == SOURCE) == END
-    last = epochs[-1]["vertices"][KEYED]["subtasks"]
     seen = {
         int(s.labels["subtask_index"]): s.value
         for s in families["flintlock_operator_user_seen"].samples
     }
-    assert seen == {
-        int(i): float(s["operators"]["count"]["user"]["counters"]["seen"]) for i, s in last.items()
-    }
+    assert seen == {i: float(n) for i, n in received.items()}  # the user counter: the run's
+
+    # the table: the drained input's watermark is its end, not Long.MAX through a float
+    assert main(["metrics", str(tmp_path / "chk" / "counted")]) == 0
+    table = capsys.readouterr().out
+    keyed_line = next(line for line in table.splitlines() if line.startswith(KEYED))
+    assert "end of input" in keyed_line and "9,223,372" not in table
 
 
 class Double(KeyedProcessFunction):

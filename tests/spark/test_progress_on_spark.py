@@ -30,6 +30,7 @@ from rich.console import Console
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.cli import main
+from flintlock.core.job.control import progress_line
 from flintlock.core.job.progress import LiveProgress
 from flintlock.core.plan.execution import EPOCH_PROPERTY
 from flintlock.core.spark.job_group import DESCRIPTION, GROUP, epoch_group
@@ -54,9 +55,29 @@ def test_each_epoch_runs_as_a_spark_job_named_by_job_and_epoch(spark: Any, tmp_p
     assert len(jobs[1]) >= 1 and len(jobs[2]) >= 1 and jobs[3] == []
     assert not set(jobs[1]) & set(jobs[2])
     assert all(tracker.getJobInfo(j).status == "SUCCEEDED" for j in jobs[1] + jobs[2])
-    assert groups[2] == f"flintlock:named epochs:epoch-2:run-{result.run_id}"
+    assert groups[2] == f"flintlock:named epochs:chk-2:run-{result.run_id}"
     # the driver thread's own job group is back as it was (none)
     assert spark.sparkContext.getLocalProperty(GROUP) is None
+
+    # a new run numbers its epochs from 1 while checkpoint ids go on: Spark's description
+    # of each epoch says both as the epoch's line does (seen right after it, on the thread)
+    labels: list[tuple[str, str | None]] = []
+
+    def label(figures: dict[str, Any]) -> None:
+        line = progress_line(figures).split("  ")[:2]  # "epoch 1", "chk-3 checkpoint"
+        labels.append((" ".join(line), spark.sparkContext.getLocalProperty(DESCRIPTION)))
+
+    again = env.execute(
+        "named epochs", new_run=True, trigger=EpochTrigger.available_now(), progress=label
+    )
+    run = again.run_id
+    assert labels == [
+        ("epoch 1 chk-3 checkpoint", f"flintlock job 'named epochs' epoch 1 chk-3 (run {run})"),
+        (
+            "epoch 2 chk-4 checkpoint (final)",
+            f"flintlock job 'named epochs' epoch 2 chk-4 (run {run})",
+        ),
+    ]
 
 
 def test_a_run_puts_back_the_threads_job_group_and_adaptive_setting(
@@ -119,7 +140,7 @@ def test_a_bounded_job_shows_its_spark_job_stages_and_tasks_while_it_runs(
     env.execute("bounded display", progress=display)
     text = display.console.file.getvalue()  # type: ignore[attr-defined]
     running = re.findall(
-        r"Spark: epoch 1 running, 1 job\(s\), stages (\d)/(\d), tasks (\d+)/(\d+)", text
+        r"Spark: epoch 1 chk-1 running, 1 job\(s\), stages (\d)/(\d), tasks (\d+)/(\d+)", text
     )
     assert running, text[-2000:]
     stages, tasks = {int(r[1]) for r in running}, {int(r[3]) for r in running}
@@ -246,14 +267,17 @@ def test_flintlock_run_in_a_terminal_shows_a_live_display(tmp_path: Path) -> Non
     totals = re.findall(re.escape(VERTEX) + r" +100 +50 +[\d,]+ +([\d,]+) +([\d,]+) ", text)
     final = (f"{LIVE_EPOCHS * 100:,}", f"{LIVE_EPOCHS * 50:,}")
     assert final in totals and len(set(totals)) >= 3, totals  # totals in, out
-    assert re.search(r"Spark: epoch \d running, 1 job\(s\), stages \d/\d, tasks \d+/\d+", text)
+    spark_lines = re.findall(r"Spark: epoch (\d) chk-(\d) running, 1 job\(s\), stages \d/\d", text)
+    assert spark_lines and all(epoch == chk for epoch, chk in spark_lines)  # a first run
     assert text.count("records in -> out: ") == LIVE_EPOCHS  # each epoch's line stays above
     assert re.search(r"flintlock: Spark UI at http://\S+:\d+", text)
     assert jobs is not None, f"Spark's UI did not answer while the job ran: {refused}"
     named = {(job.get("jobGroup"), job.get("description")) for job in jobs}
     for epoch in (1, 2):
-        group = re.compile(rf"flintlock:progress:epoch-{epoch}:run-(\w+)")
-        description = re.compile(rf"flintlock job 'progress' epoch {epoch} \(run (\w+)\)")
+        group = re.compile(rf"flintlock:progress:chk-{epoch}:run-(\w+)")
+        description = re.compile(
+            rf"flintlock job 'progress' epoch {epoch} chk-{epoch} \(run (\w+)\)"
+        )
         assert any(
             (g_ := group.fullmatch(str(g)))
             and (d_ := description.fullmatch(str(d)))

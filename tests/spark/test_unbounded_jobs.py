@@ -9,6 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import unbounded_jobs
 from pyspark import cloudpickle
@@ -26,6 +27,17 @@ pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
 
 FINISH_CALLS = {"operator_finish", "function_finish", "operator_end_input"}
+RESTORED_JOB = """\
+import sys
+
+from unbounded_jobs import build
+
+from flintlock import EpochTrigger, FileSink
+
+base, end = sys.argv[1], int(sys.argv[2])
+env = build(None, base, end=end, sink=FileSink(f"{base}/restored"))  # the active session
+env.execute("restored", trigger=EpochTrigger.available_now())  # a new job: no state of its own
+"""
 
 
 def one_pass(ids: list[int]) -> dict[int, int]:
@@ -213,3 +225,22 @@ def test_a_failed_savepoint_fails_the_request_and_the_job_goes_on(
     assert result.status == "STOPPED" and Path(savepoint, "_metadata.json").is_file()
     ids = sorted(r["id"] for r in committed_rows(base))
     assert ids == list(range(300 * result.epochs))  # the failed epochs left nothing behind
+
+
+def test_flintlock_run_from_savepoint_starts_a_new_job_from_a_stopped_jobs_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`flintlock run --from-savepoint SP job.py`: the savepoint `stop` printed gives a
+    new job (another name) its sources' positions and its keyed sums, as Flink's -s."""
+    base = str(tmp_path)
+    client = build(spark, base).execute_async("first")
+    wait_for_epochs(client, 1)
+    savepoint = client.stop()
+    done = 300 * client.result().epochs
+    job = tmp_path / "restored_job.py"
+    job.write_text(RESTORED_JOB)
+    end = done + 300
+    assert main(["run", "-q", "--from-savepoint", savepoint, str(job), base, str(end)]) == 0
+    rows, timers = data_and_timer_rows(pq.read_table(f"{base}/restored").to_pylist())
+    assert sorted(r["id"] for r in rows) == list(range(done, end))  # the sequence went on
+    assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(end)).items())
