@@ -3,7 +3,7 @@ a table that does not fit the stream, a server out of reach or without prepared
 transactions is a flintlock error naming the sink, the table and the mismatch, raised by
 ``execute()`` before it asks for a Spark session (a guard fails the test if it does), and
 in a fresh process before any JVM is started. Real PostgreSQL servers
-(tests/postgres_server.py) and real Delta tables."""
+(tests/postgres_server.py), real Delta tables and a real Iceberg SQL catalog."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream import environment
 from flintlock.core.job.checks import finished_before
-from flintlock.plugin_api import PluginError, SinkOutputError
+from flintlock.plugin_api import CommitContext, PluginError, SinkOutputError
 from flintlock.sinks.delta import DeltaSink
+from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.postgres import PostgresSink
 
 ROWS = [{"id": 1, "name": "ada"}, {"id": 2, "name": "bob"}]
@@ -164,3 +165,23 @@ def test_a_delta_table_that_does_not_fit_the_stream_is_refused_before_spark(
     assert f"the stream does not fit the Delta table {uri}" in message
     assert "column 'id' is int64 in the stream, string in the table" in message
     assert "job 'load', sink 'out'" in message
+
+
+# ---- Apache Iceberg ----
+
+
+def test_an_iceberg_table_that_does_not_fit_the_stream_is_refused_before_spark(
+    no_spark: None, tmp_path: Path
+) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    table_schema = pa.schema([("id", pa.int64()), ("name", pa.int64())])
+    storage = CheckpointStorage.from_uri(str(tmp_path / "other"))
+    IcebergSink("shop.events", warehouse=warehouse, schema=table_schema).prepare_output(
+        CommitContext("maker", "run0", 1, storage, "job0", "out")
+    )  # creates the table
+    with pytest.raises(SinkOutputError) as refused:
+        run_into(IcebergSink("shop.events", warehouse=warehouse, mode="append"), tmp_path)
+    message = str(refused.value)
+    assert "the stream's schema does not fit Iceberg table shop.events" in message
+    assert "column 'name' is string, the table's is long" in message
+    assert "job 'load' wrote nothing" in message
