@@ -26,7 +26,8 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream import environment
 from flintlock.core.job.checks import finished_before
-from flintlock.plugin_api import CommitContext, PluginError, SinkOutputError
+from flintlock.plugin_api import CommitContext, OutputCheckContext, PluginError, SinkOutputError
+from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.delta import DeltaSink
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.postgres import PostgresSink
@@ -185,3 +186,25 @@ def test_an_iceberg_table_that_does_not_fit_the_stream_is_refused_before_spark(
     assert "the stream's schema does not fit Iceberg table shop.events" in message
     assert "column 'name' is string, the table's is long" in message
     assert "job 'load' wrote nothing" in message
+
+
+# ---- any sink ----
+
+
+class RefusingSink(CollectSink):
+    """A sink whose own check fails with an error that is no flintlock error."""
+
+    def check_output(self, context: OutputCheckContext) -> None:
+        raise ValueError(f"no room for {context.sink_uid}")
+
+
+def test_a_sinks_own_check_failing_is_a_sink_output_error_naming_it(
+    no_spark: None, tmp_path: Path
+) -> None:
+    with pytest.raises(SinkOutputError) as refused:
+        run_into(RefusingSink("out"), tmp_path)
+    assert str(refused.value) == (
+        "sink 'out' (RefusingSink) of job 'load' failed checking its output: "
+        "ValueError: no room for out"
+    )
+    assert isinstance(refused.value.__cause__, ValueError)
