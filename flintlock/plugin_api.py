@@ -22,6 +22,7 @@ from flintlock.core.api.functions import Function, RuntimeContext, SinkFunction
 from flintlock.core.api.sink import (
     OUTPUT_MODES,
     CommitContext,
+    OutputCheckContext,
     SinkWriterContext,
     TwoPhaseCommitSink,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "OneInputStreamTask",
     "OperatorContext",
     "Output",
+    "OutputCheckContext",
     "PluginError",
     "ProcessingTimeTick",
     "Registry",

@@ -26,6 +26,7 @@ from flintlock.plugin_api import (
     OUTPUT_MODES,
     CommitContext,
     CommittableError,
+    OutputCheckContext,
     SinkOutputError,
     SinkWriterContext,
     TwoPhaseCommitSink,
@@ -219,11 +220,12 @@ class DeltaSink(TwoPhaseCommitSink):
 
     # ---- committer side ----
 
-    def prepare_output(self, context: CommitContext) -> None:
-        """Refuse a new run the mode or the stream's schema does not allow; an overwrite
-        notes the run's first checkpoint (its commit replaces the table's rows)."""
-        table = self.table()
-        where = f"job '{context.job_name}', sink '{context.sink_uid}'"
+    def check_output(self, context: OutputCheckContext) -> None:
+        """Before Spark starts: refuse a folder that holds files but no Delta table, a
+        stream that does not fit the table (or its partitioning), naming the columns."""
+        self._check_table(self.table(), f"job '{context.job_name}', sink '{context.sink_uid}'")
+
+    def _check_table(self, table: Any, where: str) -> None:
         if table is None:
             foreign = [
                 path for path, _ in list_data_files(*self.filesystem()) if not is_sink_file(path)
@@ -236,20 +238,29 @@ class DeltaSink(TwoPhaseCommitSink):
                 )
             if self.input_schema is not None:
                 self._check_partitioning(delta_typed(self.input_schema), self.partition_by or [])
-        else:
-            if self.input_schema is not None:
-                self._check_fit(self.input_schema, table, SinkOutputError, f" ({where})")
-            self._check_partitioning(
-                pa.schema(table.schema().to_arrow()), list(table.metadata().partition_columns)
+            return
+        if self.input_schema is not None:
+            self._check_fit(self.input_schema, table, SinkOutputError, f" ({where})")
+        self._check_partitioning(
+            pa.schema(table.schema().to_arrow()), list(table.metadata().partition_columns)
+        )
+
+    def prepare_output(self, context: CommitContext) -> None:
+        """Refuse a new run the mode does not allow (and, again, a stream that does not fit
+        the table as it is now: ``check_output`` ran before Spark started, and the table
+        loaded then is only brought up to date); an overwrite notes the run's first
+        checkpoint (its commit replaces the table's rows)."""
+        table = self.table()
+        where = f"job '{context.job_name}', sink '{context.sink_uid}'"
+        self._check_table(table, where)
+        files = table.file_uris() if table is not None and self.mode == "error" else []
+        if files:
+            raise SinkOutputError(
+                f"the Delta table {self.uri} already holds data (version "
+                f"{table.version()}, {len(files)} files): {where} will not write "
+                f"there with mode='error'. Use DeltaSink(..., mode='append') to add to it, "
+                f"mode='overwrite' to replace its rows, or another table"
             )
-            files = table.file_uris()
-            if self.mode == "error" and files:
-                raise SinkOutputError(
-                    f"the Delta table {self.uri} already holds data (version "
-                    f"{table.version()}, {len(files)} files): {where} will not write there "
-                    f"with mode='error'. Use DeltaSink(..., mode='append') to add to it, "
-                    f"mode='overwrite' to replace its rows, or another table"
-                )
         if self.mode == "overwrite":
             marker = {"overwrite_from": context.checkpoint_id, "run_id": context.run_id}
             context.storage.write_json_atomically(self._marker(context), marker)

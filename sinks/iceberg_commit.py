@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.storage import list_folder
-from flintlock.plugin_api import CommitContext, CommitError, FlintlockError, SinkOutputError
+from flintlock.plugin_api import (
+    CommitContext,
+    CommitError,
+    FlintlockError,
+    OutputCheckContext,
+    SinkOutputError,
+)
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 
@@ -68,6 +74,24 @@ class IcebergCommitter:
         """This sink of this job, as its commit records name it."""
         return f"{context.job_id or 'local'}/{context.sink_uid or 'sink'}"
 
+    def check_output(self, context: OutputCheckContext) -> None:
+        """Before Spark starts: the catalog opens; an existing table fits the stream's
+        schema, a missing one can be created from it (read only: nothing is created)."""
+        try:
+            catalog = self.open_catalog()
+            if catalog.table_exists(self.table):
+                self._check_fit(catalog.load_table(self.table), context.job_name)
+            else:
+                self._creatable_schema(context.job_name)
+        except FlintlockError:
+            raise
+        except Exception as error:
+            raise SinkOutputError(
+                f"IcebergSink cannot check table {self.table} in "
+                f"{tables.describe(self.catalog)} for job '{context.job_name}': "
+                f"{type(error).__name__}: {error}"
+            ) from error
+
     def prepare_output(self, context: CommitContext) -> None:
         """Create what is missing; refuse a table the mode or the schema does not allow."""
         try:
@@ -101,28 +125,34 @@ class IcebergCommitter:
                 f"IcebergSink(..., mode='append') to add to it, mode='overwrite' to replace "
                 f"its rows, or another table"
             )
+        self._check_fit(table, context.job_name)
+        return table
+
+    def _check_fit(self, table: Any, job_name: str) -> None:
+        """Refuse a stream (its schema, when known) that does not fit the table."""
         schema = self.stream_schema()
         if schema is not None:
             problems = tables.schema_misfit(schema, table.schema())
             if problems:
                 raise SinkOutputError(
                     f"the stream's schema does not fit Iceberg table {self.table}: "
-                    f"{'; '.join(problems)}; job '{context.job_name}' wrote nothing"
+                    f"{'; '.join(problems)}; job '{job_name}' wrote nothing"
                 )
-        return table
 
     def stream_schema(self) -> Any:
         """The rows' schema: ``schema=``, else the stream's when the job knows it."""
         return self.schema if self.schema is not None else self.input_schema
 
-    def _create(self, catalog: Any, context: CommitContext) -> Any:
+    def _creatable_schema(self, job_name: str) -> Any:
+        """The schema a missing table is created from; refused if unknown or if it lacks
+        a partition column."""
         schema = self.stream_schema()
         if schema is None:
             raise SinkOutputError(
                 f"Iceberg table {self.table} does not exist in {tables.describe(self.catalog)}"
                 f" and the stream's schema is not known before it runs: pass schema= (a "
                 f"pyarrow.Schema) to IcebergSink to create it, or create it first; job "
-                f"'{context.job_name}' wrote nothing"
+                f"'{job_name}' wrote nothing"
             )
         missing = [name for name in self.partition_by if name not in schema.names]
         if missing:
@@ -130,6 +160,10 @@ class IcebergCommitter:
                 f"IcebergSink('{self.table}'): partition_by names {', '.join(missing)}, not "
                 f"columns of the schema ({', '.join(schema.names)})"
             )
+        return schema
+
+    def _create(self, catalog: Any, context: CommitContext) -> Any:
+        schema = self._creatable_schema(context.job_name)
         table = catalog.create_table(self.table, schema=schema)
         if self.partition_by:
             with table.update_spec() as update:

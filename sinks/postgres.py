@@ -27,6 +27,7 @@ import pyarrow as pa
 from flintlock.plugin_api import (
     CommitContext,
     CommittableError,
+    OutputCheckContext,
     SinkOutputError,
     SinkWriterContext,
     TwoPhaseCommitSink,
@@ -58,12 +59,15 @@ class PostgresSink(TwoPhaseCommitSink):
     ``key_columns`` (per key, the row written last in a checkpoint wins; route each key to
     one subtask, e.g. ``key_by`` the key columns, or two subtasks wait on each other's row
     lock until ``lock_timeout``). A missing table is created from the rows' Arrow schema
-    (keys as primary key), an existing one checked against it; ``schema`` makes the driver
-    do that before Spark starts. ``mode``: ``"append"`` (default: a table is long-lived,
-    shared output that runs and other writers add to, and the bookkeeping table already
-    keeps each row once across retries and restarts), ``"error"`` refuses a new run when
-    the table holds rows, ``"overwrite"`` (insert only) deletes the table's rows when the
-    run's first checkpoint commits (just before it: a reader may see the table empty).
+    (keys as primary key), an existing one checked against it: on the driver before
+    Spark starts when the stream's schema is known (``schema``, else the stream's), as
+    are the server's reachability and ``max_prepared_transactions``; ``schema`` also has
+    the driver create a missing table then. ``mode``: ``"append"`` (default: a table is
+    long-lived, shared output that runs and other writers add to, and the bookkeeping
+    table already keeps each row once across retries and restarts), ``"error"`` refuses
+    a new run when the table holds rows, ``"overwrite"`` (insert only) deletes the
+    table's rows when the run's first checkpoint commits (just before it: a reader may
+    see the table empty).
     """
 
     name = "postgres"
@@ -257,10 +261,9 @@ class PostgresSink(TwoPhaseCommitSink):
     # ---- committer side (driver) ----
 
     @contextmanager
-    def _connect(self, context: CommitContext, check_table: bool = False) -> Iterator[Any]:
+    def _connect(self, who: str, check_table: bool = False) -> Iterator[Any]:
         """The driver's connection, the server checked, the bookkeeping table made (with
         ``check_table`` and a ``schema``, the table too); a database error names them."""
-        who = self._who(context.sink_uid, context.job_name, context.checkpoint_id)
         with pgsql.connect(self.conninfo, True, who) as connection:
             try:
                 pgsql.require_prepared_transactions(connection, who)
@@ -276,10 +279,33 @@ class PostgresSink(TwoPhaseCommitSink):
                     f"'{pgsql.redacted(self.conninfo)}', bookkeeping table {self.markers_table})"
                 ) from error
 
+    def _committer_who(self, context: CommitContext) -> str:
+        return self._who(context.sink_uid, context.job_name, context.checkpoint_id)
+
+    def check_output(self, context: OutputCheckContext) -> None:
+        """Before Spark starts, one connection: the server reachable and allowing
+        prepared transactions, the bookkeeping table made; the table made from
+        ``schema``, or, if it exists, checked against the stream (``schema``, else the
+        stream's ``input_schema``)."""
+        who = self._who(context.sink_uid, context.job_name, 0)
+        stream = self.schema if self.schema is not None else self.input_schema
+        if stream is not None:
+            pgsql.check_stream(stream, self.key_columns, who)
+        with self._connect(who, check_table=True) as connection:
+            if (
+                self.schema is None
+                and stream is not None
+                and pgsql.columns_of(connection, self.table)
+            ):
+                pgsql.check_table(connection, self.table, stream, self.key_columns, who)
+
     def prepare_output(self, context: CommitContext) -> None:
-        """Check the server and the table; mode='error' refuses a table holding rows,
-        mode='overwrite' books the deletion of its rows at this run's first commit."""
-        with self._connect(context, check_table=True) as connection:
+        """mode='error' refuses a table holding rows, mode='overwrite' books the deletion
+        of its rows at this run's first commit; mode='append' needs no connection here
+        (``check_output`` checked the server and the table before Spark started)."""
+        if self.mode == "append":
+            return
+        with self._connect(self._committer_who(context)) as connection:
             if self.mode == "error" and pgsql.columns_of(connection, self.table):
                 query = sql.SQL("SELECT EXISTS (SELECT FROM {})").format(
                     pgsql.table_name(self.table)
@@ -301,7 +327,7 @@ class PostgresSink(TwoPhaseCommitSink):
         """COMMIT PREPARED each transaction; one already committed has its bookkeeping row."""
         if not committables and self.mode != "overwrite":
             return
-        with self._connect(context) as connection:
+        with self._connect(self._committer_who(context)) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
             prepared = {xid.gtrid: xid for xid in pgsql.prepared(connection, prefix)}
             done = {c["gid"] for c in committables} - set(prepared)
@@ -370,7 +396,7 @@ class PostgresSink(TwoPhaseCommitSink):
         checkpoint references (``keep``), roll back the others (failed attempts, epochs
         that never completed), so none holds its locks for ever."""
         kept = {committable["gid"] for committable in keep}
-        with self._connect(context, check_table=True) as connection:
+        with self._connect(self._committer_who(context), check_table=True) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
             for xid in pgsql.prepared(connection, prefix):
                 if xid.gtrid in kept:

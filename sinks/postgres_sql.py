@@ -98,6 +98,17 @@ FAMILIES = {
 """The column types of an existing table an Arrow column may be written into."""
 
 
+def check_stream(schema: pa.Schema, key_columns: Sequence[str], who: str) -> None:
+    """A stream's columns: each of a type the sink writes, the key columns among them."""
+    missing = [key for key in key_columns if key not in schema.names]
+    if missing:
+        raise SinkOutputError(
+            f"{who}: key columns {missing} are not columns of the stream {schema.names}"
+        )
+    for field in schema:
+        pg_type(field.type, field.name)
+
+
 def accepts(existing: str, arrow: pa.DataType, column: str) -> bool:
     """Whether a column of PostgreSQL type ``existing`` takes Arrow type ``arrow``."""
     wanted = pg_type(arrow, column).split("(")[0]

@@ -18,6 +18,7 @@ from flintlock.plugin_api import (
     CheckpointStorage,
     CommitContext,
     CommittableError,
+    OutputCheckContext,
     PluginError,
     SinkOutputError,
     SinkWriterContext,
@@ -270,7 +271,7 @@ def test_an_existing_table_is_checked_against_the_rows(
 
     query(pg_conninfo, "CREATE TABLE t2 (id numeric, name varchar(10), extra text DEFAULT 'd')")
     fits = PostgresSink(pg_conninfo, "t2", schema=ids(0, 1).schema)
-    fits.prepare_output(committer(storage, 1))  # checked on the driver, before Spark
+    fits.check_output(OutputCheckContext("pg-job", "out"))  # on the driver, before Spark
     fits.commit(committer(storage, 1), write(fits, storage, 1, [ids(0, 2)]))
     assert query(pg_conninfo, "SELECT * FROM t2 ORDER BY id") == [(0, "n0", "d"), (1, "n1", "d")]
 
@@ -308,9 +309,13 @@ def test_a_server_without_prepared_transactions_is_refused_at_the_start(
     postgres_without_2pc: Any, storage: CheckpointStorage
 ) -> None:
     sink = PostgresSink(postgres_without_2pc.conninfo(), "events")
-    for start in (sink.prepare_output, lambda c: sink.abort_uncommitted(c, [])):
+    starts = (
+        lambda: sink.check_output(OutputCheckContext("pg-job", "out")),  # before Spark
+        lambda: sink.abort_uncommitted(committer(storage, 1), []),
+    )
+    for start in starts:
         with pytest.raises(SinkOutputError) as refused:
-            start(committer(storage, 1))
+            start()
         assert NO_2PC in str(refused.value)
     with pytest.raises(SinkOutputError, match="raise max_prepared_transactions to at least"):
         write(sink, storage, 1, [ids(0, 1)])  # a writer that got there anyway: PREPARE fails
@@ -321,7 +326,7 @@ def test_an_unreachable_server_is_named_without_its_password(storage: Checkpoint
 
     conninfo = f"postgresql://flint:s3cret@127.0.0.1:{free_port()}/db"
     with pytest.raises(PluginError) as refused:
-        PostgresSink(conninfo, "events").prepare_output(committer(storage, 1))
+        PostgresSink(conninfo, "events").check_output(OutputCheckContext("pg-job", "out"))
     message = str(refused.value)
     assert "cannot connect to PostgreSQL" in message and "127.0.0.1" in message
     assert "s3cret" not in message and "job 'pg-job'" in message

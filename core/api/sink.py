@@ -27,6 +27,15 @@ class SinkWriterContext:
 
 
 @dataclass(frozen=True)
+class OutputCheckContext:
+    """What a sink's ``check_output`` is told before Spark starts: the job and the sink's
+    name in its graph (no checkpoint storage, no run: the job's folder is not read yet)."""
+
+    job_name: str
+    sink_uid: str
+
+
+@dataclass(frozen=True)
 class CommitContext:
     """Where a sink's committer runs: on the driver, for one checkpoint of one job run.
 
@@ -61,11 +70,22 @@ class TwoPhaseCommitSink(ABC):
     """A sink whose writes become visible only when their checkpoint completes.
 
     Writer side (in tasks): ``begin_transaction``, ``write``, ``finish`` (flush the last
-    data), ``pre_commit`` -> JSON committables, ``abort``. Committer side (on the driver):
-    ``prepare_output`` before a new run, ``commit`` — idempotent, called once per
-    completed checkpoint with every subtask's committables, in checkpoint order — then
-    ``post_commit``; ``abort_uncommitted`` at every job start cleans what failed or
-    killed attempts left behind.
+    data), ``pre_commit`` -> JSON committables, ``abort``. Committer side (on the driver),
+    in this order at a start:
+
+    1. ``check_output`` — before the Spark session starts (or, with a session given,
+       before any Spark job): what the sink's configuration and ``input_schema`` alone
+       can check (the output reachable, its schema fits the stream, server settings);
+    2. the job's lease is taken and its folder read; then, for a new run only,
+       ``prepare_output`` — what needs the job's folder (the output mode against the
+       output's data, notes in checkpoint storage);
+    3. ``abort_uncommitted`` at every start (after the commit of a pending checkpoint)
+       cleans what failed or killed attempts left;
+    4. as checkpoints complete, ``commit`` — idempotent, once per completed checkpoint
+       with every subtask's committables, in checkpoint order — then ``post_commit``.
+
+    A check made in step 1 need not be made again in step 2 (the writers still refuse
+    rows that do not fit, which is all a job run without step 1 relies on).
     """
 
     name = "2pc-sink"
@@ -73,7 +93,7 @@ class TwoPhaseCommitSink(ABC):
     input_schema: pa.Schema | None = None
     """The Arrow schema of the stream the sink writes, if known on the driver (set by
     ``DataStream.sink_to``): a sink may create its output from it, or refuse in
-    ``prepare_output`` a stream its output cannot take, before any data is written."""
+    ``check_output`` a stream its output cannot take, before Spark starts."""
 
     # ---- writer side (tasks) ----
 
@@ -102,10 +122,18 @@ class TwoPhaseCommitSink(ABC):
 
     # ---- committer side (driver) ----
 
+    def check_output(self, context: OutputCheckContext) -> None:  # noqa: B027 - optional
+        """Before Spark starts, on the driver: refuse (SinkOutputError, naming the sink,
+        the output and what does not fit) what the sink's own configuration and
+        ``input_schema`` show cannot work — an unreachable server, a table whose columns
+        do not fit the stream, a missing server setting. Called once per start, before the
+        job's folder is read; not when a start returns a finished run's stored result."""
+
     def prepare_output(self, context: CommitContext) -> None:  # noqa: B027 - optional
-        """Before a new run of the job writes anything: check that the output may take it
-        (the sink's output mode); raise SinkOutputError to refuse. Not called when a start
-        only completes a pending commit or returns a finished run's result."""
+        """Before a new run of the job writes anything, under the job's lease: check that
+        the output may take it (the sink's output mode against the data it holds); raise
+        SinkOutputError to refuse. Not called when a start only completes a pending
+        commit or returns a finished run's result."""
 
     @abstractmethod
     def commit(self, context: CommitContext, committables: list[Any]) -> None:

@@ -18,7 +18,7 @@ from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.source_methods import SourceMethods
 from flintlock.core.hooks.manager import plugins_for
-from flintlock.core.job.checks import check_before_spark
+from flintlock.core.job.checks import check_before_spark, check_sink_outputs, finished_before
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.control import PROGRESS_ENV
 from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS
@@ -139,6 +139,11 @@ class StreamExecutionEnvironment(SourceMethods):
         no longer has is refused unless ``allow_non_restored_state``. ``flintlock run
         --from-savepoint PATH`` (FLINTLOCK_FROM_SAVEPOINT) gives its default.
 
+        Before Spark starts (or runs a job in a given session), every sink checks its
+        output from its configuration and the stream's schema (``check_output``: a table
+        that does not fit, a server out of reach), unless the start only returns a
+        finished run's result.
+
         ``metrics`` (default on, ``FLINTLOCK_METRICS=0`` turns it off) takes Flink's metrics
         each epoch: ``result.metrics``, ``flintlock metrics JOB``, the job folder's
         ``metrics/``; ``metrics_port`` also serves them for Prometheus while the job runs.
@@ -163,6 +168,8 @@ class StreamExecutionEnvironment(SourceMethods):
             )
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
+        if new_run or not finished_before(self.checkpoint_dir, job_name):
+            check_sink_outputs(self.transformations, job_name)  # before any Spark job
         if spark_ui is None:
             spark_ui = self.spark_ui
         if spark_ui is None:

@@ -2,9 +2,11 @@
 
 ``execute()`` calls ``check_before_spark`` first: every operator, function and plugin must
 survive cloudpickle (the job ships them to the workers that way), and the checkpoint
-directory must take a file. Each failure names the operator (and, where it can be found,
-the attribute holding what cannot be pickled) or the path, instead of a Py4J stack trace
-minutes later.
+directory must take a file. Then ``check_sink_outputs`` has every sink check its output
+from its configuration and the stream's schema (``TwoPhaseCommitSink.check_output``:
+a table that does not fit, a server out of reach). Each failure names the operator (and,
+where it can be found, the attribute holding what cannot be pickled), the sink or the
+path, instead of a Py4J stack trace minutes later.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ import cloudpickle
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from flintlock.core.api.sink import OutputCheckContext
+from flintlock.core.checkpoint.job_folder import RESULT
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import FlintlockError
+from flintlock.core.job_errors import SinkOutputError
 from flintlock.core.plan.graph import GraphError, Transformation
 
 MAX_DEPTH = 8
@@ -207,3 +214,41 @@ def check_checkpoint_directory(checkpoint_dir: str) -> None:
             f"checkpoint directory '{checkpoint_dir}' is not writable: {error}; give a "
             f"checkpoint_dir the driver and every executor can write"
         ) from error
+
+
+# ---- sinks' outputs ----
+
+
+def check_sink_outputs(transformations: list[Transformation], job_name: str) -> None:
+    """Have every 2PC sink check its output (``check_output``), in graph order; an error
+    that is no flintlock error becomes a SinkOutputError naming the sink and the job."""
+    for transformation in transformations:
+        sink = transformation.sink
+        if sink is None:
+            continue
+        try:
+            sink.check_output(OutputCheckContext(job_name, transformation.name))
+        except FlintlockError:
+            raise
+        except Exception as error:
+            raise SinkOutputError(
+                f"sink '{transformation.name}' ({type(sink).__name__}) of job '{job_name}' "
+                f"failed checking its output: {type(error).__name__}: {error}"
+            ) from error
+
+
+def finished_before(checkpoint_dir: str | None, job_name: str) -> bool:
+    """True if the job's result store says a run FINISHED: a start without ``new_run``
+    only returns that result, and checks no output. Read without the job's lease; the
+    job master reads it again (and checks its job id) under the lease."""
+    if checkpoint_dir is None:  # a temporary folder: every run is new
+        return False
+    storage = CheckpointStorage.from_uri(checkpoint_dir)
+    path = f"{storage.job_dir(job_name)}/{RESULT}"
+    try:
+        if not storage.exists(path):
+            return False
+        document = storage.read_json(path)
+    except (OSError, FlintlockError, pa.ArrowException):  # damaged: the master says how
+        return False
+    return isinstance(document, dict) and document.get("status") == "FINISHED"

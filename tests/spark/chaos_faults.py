@@ -285,6 +285,9 @@ class DelegatingSink(TwoPhaseCommitSink):
     def abort(self, transaction: Any) -> None:
         self.inner.abort(transaction)
 
+    def check_output(self, context: Any) -> None:
+        self.inner.check_output(context)
+
     def prepare_output(self, context: Any) -> None:
         self.inner.prepare_output(context)
 
