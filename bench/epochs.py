@@ -522,7 +522,7 @@ def print_latency(found: dict[str, Any], rate: float) -> None:
 
 
 def start_spark() -> Any:
-    """A quiet local[2] session with adaptive execution off."""
+    """The benchmarks' quiet local[2] session (``timing.local_session``)."""
     return local_session()
 
 

@@ -25,10 +25,16 @@ def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[
     return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
 
 
+CORES = 2
+"""``local[2]``: the benchmarks' cores, and their baselines' shuffle partitions."""
+
+
 def local_session(driver_memory: str | None = None) -> Any:
-    """A quiet ``local[2]`` session with adaptive execution off, its workers on this
-    interpreter (the same for every benchmark, so their figures compare); BENCH_SPARK_CONF
-    (``key=value,...``) adds settings for an A/B comparison."""
+    """A quiet ``local[2]`` session tuned as a user would tune it for its baselines:
+    adaptive execution on (Spark 4's default) and shuffle partitions matched to the cores
+    (not Spark's 200). flintlock's epochs set their own (``core/spark/run_settings.py``).
+    Its workers run on this interpreter; BENCH_SPARK_CONF (``key=value,...``) adds
+    settings for an A/B comparison."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -38,7 +44,8 @@ def local_session(driver_memory: str | None = None) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
-        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.shuffle.partitions", str(CORES))
     )
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)

@@ -348,3 +348,26 @@ def test_rows_per_file_caps_every_file_and_splits_a_larger_batch(tmp_path: Path)
 def test_rows_per_file_must_be_a_positive_int(tmp_path: Path, rows: object) -> None:
     with pytest.raises(SinkOutputError, match="rows_per_file must be a positive int"):
         FileSink(str(tmp_path / "out"), rows_per_file=rows)  # type: ignore[arg-type]
+
+
+def test_a_task_that_cannot_write_to_checkpoint_storage_names_flintlocks_own_file(
+    tmp_path: Path,
+) -> None:
+    """An executor that cannot reach the checkpoint storage (no credentials there, say)
+    fails at the task's first write: flintlock's own, named with its file and phase."""
+    from flintlock.core.errors import LifecycleError
+    from flintlock.core.spark.failures import task_markers_dir
+    from flintlock.core.spark.stage import _leave_marker
+    from flintlock.core.task_info import TaskInfo
+
+    storage = CheckpointStorage.from_uri(str(tmp_path))
+    info = TaskInfo("orders-source", "source", 1, 2, run_id="run1", job_name="orders")
+    blocked = Path(task_markers_dir(storage, "orders", "run1"))
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("a file where the markers' folder goes")
+    with pytest.raises(LifecycleError) as failure:
+        _leave_marker(storage, info)
+    message = str(failure.value)
+    assert "deploy" in message and "'orders-source'" in message
+    assert f"flintlock's own write of {blocked}/" in message
+    assert "executors must reach the checkpoint storage" in message

@@ -18,6 +18,7 @@ from flintlock.core.exchange.messages import Kind, encode_json
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.hooks.manager import plugins_for
+from flintlock.core.job_errors import CheckpointError
 from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
 from flintlock.core.runtime.environment import TaskEnvironment
@@ -89,7 +90,7 @@ class StageFunction:
                 task, writer, reader = self._deploy(plan, info, vertex, subtask, batches)
             except Exception as error:  # before the lifecycle: plugins, operator factories
                 raise _deploy_failure(info, vertex, error) from error
-            _leave_marker(task.environment.storage, info)
+            _leave_marker(task.environment.storage, info)  # a LifecycleError naming the file
             yield from _run(task, writer, reader, plan)
             if reader is None:
                 # A source subtask may leave its partition unread (a sequence source on
@@ -193,16 +194,25 @@ class TaskFailedOnWorker(FlintlockError):
 
 
 def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:
-    """Note which subtask this Spark task runs: if its worker dies, the driver names it."""
-    storage.write_json(
-        task_marker_path(storage, info.job_name, info.run_id, info.attempt_id),
-        {
-            "task_name": info.task_name,
-            "subtask_index": info.subtask_index,
-            "parallelism": info.parallelism,
-            "attempt_number": info.attempt_number,
-        },
-    )
+    """Note which subtask this Spark task runs: if its worker dies, the driver names it.
+    The task's first write to checkpoint storage: a failure is flintlock's own write,
+    named with its file (an executor without the storage's credentials fails here)."""
+    path = task_marker_path(storage, info.job_name, info.run_id, info.attempt_id)
+    document = {
+        "task_name": info.task_name,
+        "subtask_index": info.subtask_index,
+        "parallelism": info.parallelism,
+        "attempt_number": info.attempt_number,
+    }
+    try:
+        storage.write_json(path, document)
+    except OSError as error:
+        unreachable = CheckpointError(
+            f"flintlock's own write of {path} to the job's checkpoint storage failed on this "
+            f"executor: {error}. The executors must reach the checkpoint storage as the "
+            f"driver does (credentials, endpoint, permissions)"
+        )
+        raise LifecycleError(info, "deploy", unreachable) from error
 
 
 def _run(
