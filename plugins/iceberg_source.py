@@ -99,10 +99,11 @@ class _IcebergTable:
         warehouse: str | None = None,
         snapshot_id: int | None = None,
         batch_size: int = 65536,
+        catalog_name: str = tables.EMBEDDED_CATALOG,
     ) -> None:
         try:
             tables.split_identifier(table, WHO)
-            self.catalog = tables.catalog_spec(catalog, warehouse, WHO)
+            self.catalog = tables.catalog_spec(catalog, warehouse, WHO, catalog_name)
             loaded = self._load(table)
         except FlintlockError:
             raise
@@ -251,10 +252,11 @@ def iceberg_source(
     snapshot_id: int | None = None,
     unbounded: bool = False,
     batch_size: int = 65536,
+    catalog_name: str = tables.EMBEDDED_CATALOG,
 ) -> IcebergSource | IcebergStreamSource:
     """The registered ``iceberg`` source: bounded or unbounded, as ``from_iceberg`` asks."""
     kind = IcebergStreamSource if unbounded else IcebergSource
-    return kind(table, catalog, warehouse, snapshot_id, batch_size)
+    return kind(table, catalog, warehouse, snapshot_id, batch_size, catalog_name)
 
 
 @hookimpl

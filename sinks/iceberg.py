@@ -51,7 +51,8 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
     ``catalog``: the catalog's properties (``{"type": "sql", "uri": ..., "warehouse":
     ...}``, ``{"type": "rest", ...}``; an optional ``"name"`` key), or the name of one in
     the user's pyiceberg configuration; or ``warehouse``: a folder holding the embedded
-    default, a SQL catalog on ``<warehouse>/catalog.db`` (SQLite, no server). A missing
+    default, a SQL catalog on ``<warehouse>/catalog.db`` (SQLite, no server) named
+    ``catalog_name`` ("flintlock"; a reader loads it by that name). A missing
     namespace is created, and a missing table from ``schema`` (partitioned by the
     identity of the ``partition_by`` columns). ``mode`` says what a new run may do to a
     table that holds rows: ``error`` (default) refuses, ``append`` adds, ``overwrite``
@@ -68,6 +69,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
         schema: pa.Schema | None = None,
         mode: str = "error",
         partition_by: list[str] | None = None,
+        catalog_name: str = tables.EMBEDDED_CATALOG,
     ) -> None:
         who = f"IcebergSink('{table}')"
         if mode not in OUTPUT_MODES:
@@ -76,7 +78,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
             raise SinkOutputError(f"{who}: schema must be a pyarrow.Schema, not {schema!r}")
         try:
             self.identifier = tables.split_identifier(table, who)
-            self.catalog = tables.catalog_spec(catalog, warehouse, who)
+            self.catalog = tables.catalog_spec(catalog, warehouse, who, catalog_name)
         except ValueError as error:
             raise SinkOutputError(str(error)) from error
         tables.pyiceberg("pyiceberg.catalog", who)  # a missing extra is refused here

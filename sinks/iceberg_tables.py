@@ -30,13 +30,21 @@ def pyiceberg(module: str = "pyiceberg", who: str = "IcebergSink") -> Any:
     return require(module, "iceberg", who)
 
 
+EMBEDDED_CATALOG = "flintlock"
+"""The name of the embedded catalog (``warehouse=``) unless ``catalog_name`` gives another:
+pyiceberg's SQL catalog keeps it in catalog.db, so a reader loads it by the same name."""
+
+
 def catalog_spec(
-    catalog: dict[str, Any] | str | None, warehouse: str | None, who: str
+    catalog: dict[str, Any] | str | None,
+    warehouse: str | None,
+    who: str,
+    catalog_name: str = EMBEDDED_CATALOG,
 ) -> CatalogSpec:
     """The catalog to open: ``catalog``'s properties (an optional ``"name"`` key names it),
     a catalog name from the user's pyiceberg configuration, or — with only ``warehouse``
-    — the embedded default: a SQL catalog on ``<warehouse>/catalog.db`` (SQLite) whose
-    tables live under ``<warehouse>``."""
+    — the embedded default: a SQL catalog named ``catalog_name`` on
+    ``<warehouse>/catalog.db`` (SQLite) whose tables live under ``<warehouse>``."""
     if catalog is None:
         if warehouse is None:
             raise ValueError(
@@ -44,8 +52,10 @@ def catalog_spec(
                 f'{{"type": "rest", "uri": ...}}) or warehouse= (a folder: the embedded '
                 f"SQL catalog lives in <warehouse>/catalog.db, the tables under it)"
             )
+        if not isinstance(catalog_name, str) or not catalog_name:
+            raise ValueError(f"{who}: catalog_name must be a non-empty string")
         folder = os.path.abspath(warehouse.removeprefix("file://"))
-        return "flintlock", {
+        return catalog_name, {
             "type": "sql",
             "uri": f"sqlite:///{folder}/catalog.db",
             "warehouse": f"file://{folder}",

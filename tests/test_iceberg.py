@@ -370,3 +370,26 @@ def test_a_file_without_statistics_or_of_an_older_spec_is_read_from_its_footer(
     files = catalog.load_table("db.t").inspect.files().to_pylist()
     assert sorted(f["record_count"] for f in files) == [10, 10]
     assert [r["id"] for r in table_rows(warehouse)] == list(range(20))
+
+
+def test_the_embedded_catalog_is_named_flintlock_unless_named_otherwise(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    from pyiceberg.catalog import load_catalog as pyiceberg_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    driver = Driver(tmp_path)
+    sink = IcebergSink("db.t", warehouse=str(warehouse), schema=SCHEMA, catalog_name="shop")
+    sink.prepare_output(driver.context(1))
+    sink.commit(driver.context(1), driver.write(sink, 1, [rows(0, 3)]))
+    folder = warehouse.resolve()
+    properties = {"type": "sql", "uri": f"sqlite:///{folder}/catalog.db"}
+    properties["warehouse"] = f"file://{folder}"
+    table = pyiceberg_catalog("shop", **properties).load_table("db.t")  # as a reader does
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
+    with pytest.raises(NoSuchTableError):  # pyiceberg's SQL catalog keys tables by name
+        pyiceberg_catalog("flintlock", **properties).load_table("db.t")
+    default = IcebergSink("db.u", warehouse=str(warehouse), schema=SCHEMA)
+    assert default.catalog[0] == "flintlock"
+    with pytest.raises(SinkOutputError, match="catalog_name must be a non-empty string"):
+        IcebergSink("db.v", warehouse=str(warehouse), catalog_name="")

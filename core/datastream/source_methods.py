@@ -226,17 +226,21 @@ class SourceMethods:
         batch_size: int = 65536,
         watermark_strategy: WatermarkStrategy | None = None,
         warehouse: str | None = None,
+        catalog_name: str = "flintlock",
     ) -> DataStream:
         """A stream of an Apache Iceberg table ``namespace.name`` (the ``iceberg`` source
         plugin, pyiceberg: no JVM). ``catalog``: a pyiceberg catalog's properties (or its
         name in the pyiceberg configuration); or ``warehouse``: the folder of the embedded
-        SQL catalog (``<warehouse>/catalog.db``), as ``IcebergSink`` takes them.
+        SQL catalog (``<warehouse>/catalog.db``, named ``catalog_name``), as
+        ``IcebergSink`` takes them.
         Bounded: one snapshot (``snapshot_id``, else the current one). Unbounded: that
         snapshot, then epoch by epoch what later snapshots append; the snapshot id read so
         far is the source's offset in each checkpoint."""
         _check_batch_size(batch_size, "from_iceberg")
         factory = self.registry.get("source", "iceberg")
-        source = factory(table, catalog, warehouse, snapshot_id, unbounded, batch_size)
+        source = factory(
+            table, catalog, warehouse, snapshot_id, unbounded, batch_size, catalog_name
+        )
         return self.from_source(source, watermark_strategy)
 
     def from_source(
