@@ -4,6 +4,8 @@ here against a real S3 server (moto's, on loopback), with no Spark."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from s3_server import S3Server
 
@@ -46,3 +48,13 @@ def test_job_commands_on_s3_uris_fail_as_one_line_naming_the_folder(
     assert error.startswith("flintlock: error: s3://") and "is not a job folder" in error
     assert main(["status", "nowhere://bucket/job"]) == 1
     assert "names no file system pyarrow can open" in capsys.readouterr().err
+
+
+def test_report_reads_a_job_folder_given_as_an_s3_uri(
+    s3: S3Server, s3_folder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stopped_job(s3, s3_folder)
+    page = tmp_path / "report.html"
+    assert main(["report", s3.uri(f"{s3_folder}/chk/orders"), "-o", str(page)]) == 0
+    assert capsys.readouterr().out == f"{page}: job 'orders', 0 epochs, 0 failures\n"
+    assert "orders" in page.read_text()

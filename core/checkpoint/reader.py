@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.coordinator import CHECKPOINT_FOLDER, COMMITTED, METADATA
 from flintlock.core.checkpoint.job_folder import IDENTITY
 from flintlock.core.checkpoint.paths import parent_folder, resolve_path
+from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.job_errors import CheckpointError
@@ -321,4 +322,5 @@ def _check_job_identity(
 
 
 def _is_dir(storage: CheckpointStorage, path: str) -> bool:
-    return storage.filesystem.get_file_info(path).type == pafs.FileType.Directory
+    info = retrying(path, "look up", lambda: storage.filesystem.get_file_info(path))
+    return info.type == pafs.FileType.Directory
