@@ -54,7 +54,8 @@ def test_a_lasting_failure_is_a_checkpoint_error_naming_the_file(
     storage.write_json(path, {"checkpoint_id": 3})
     proxy.fail("GetObject", 1000)
     started = time.monotonic()
-    with pytest.raises(CheckpointError, match=f"cannot read {path}: the storage failed 4 times"):
+    lasting = f"cannot read {path}: the storage failed {ATTEMPTS} times"
+    with pytest.raises(CheckpointError, match=lasting):
         storage.read_json(path)
     assert proxy.injected["GetObject"] == ATTEMPTS  # bounded: then it gives up
     assert time.monotonic() - started < 5
