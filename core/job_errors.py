@@ -14,6 +14,12 @@ class CheckpointError(FlintlockError):
     another job's folder); the message names the checkpoint and the file."""
 
 
+class StorageError(CheckpointError, OSError):
+    """A read or write of checkpoint storage failed for good (a transient error retried
+    until it persisted, or another I/O error); the message names the file. Also an
+    OSError, so code that handles a failed write of its own file still does."""
+
+
 class RestoreError(CheckpointError):
     """A job cannot be restored from a checkpoint or savepoint as asked (state of an
     operator it no longer has, another max parallelism); the message names what."""

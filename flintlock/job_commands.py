@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
 from flintlock.core.checkpoint.job_folder import IDENTITY
+from flintlock.core.checkpoint.paths import parent_folder
+from flintlock.core.checkpoint.reader import storage_for
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
@@ -87,17 +88,20 @@ def job_command(args: argparse.Namespace) -> int:
 
 
 def client_for(job: str, checkpoint_dir: str | None) -> JobClient:
-    """A client for the job named by its folder, or by its name and checkpoint dir."""
+    """A client for the job named by its folder, or by its name and checkpoint dir; a
+    folder or checkpoint dir is a local path or a URI (``s3://bucket/chk/job?...``)."""
     if checkpoint_dir is not None:
-        return JobClient(checkpoint_dir, job)
-    folder = os.path.abspath(job)
-    if not os.path.isfile(os.path.join(folder, IDENTITY)):
+        return JobClient(storage_for(checkpoint_dir), job)
+    storage = storage_for(job)
+    folder = storage.base_path
+    if not storage.exists(f"{folder}/{IDENTITY}"):
         raise JobControlError(
             f"{job} is not a job folder (no {IDENTITY} in it): give the job's folder, or "
             f"its name with --checkpoint-dir"
         )
-    identity = CheckpointStorage.from_uri(folder).read_json(f"{folder}/{IDENTITY}")
-    return JobClient(os.path.dirname(folder), str(identity["job_name"]))
+    identity = storage.read_json(f"{folder}/{IDENTITY}")
+    parent = CheckpointStorage(storage.filesystem, parent_folder(folder))
+    return JobClient(parent, str(identity["job_name"]))
 
 
 def describe_status(status: dict[str, Any]) -> str:

@@ -11,7 +11,10 @@ from hook_tally import HOOKS_SEEN, PHASES_SEEN
 
 from flintlock.testing import LifecycleRecorder
 
-pytest_plugins = ["postgres_server"]  # a real PostgreSQL server, started when a test asks
+pytest_plugins = [
+    "postgres_server",  # a real PostgreSQL server, started when a test asks
+    "s3_server",  # a real S3-compatible server (moto), likewise
+]
 
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """Every test JVM (this process's session, each driver script's embedded one) compiles

@@ -8,11 +8,19 @@ the old holder's next checkpoint is the id after the highest it saw, never above
 highest id now, so that fenced id makes its publish fail, and nothing a later publish
 would have needed is removed from under it. Fences are kept for good; readers take a
 fence for "nothing completed here".
+
+``FLINTLOCK_PAUSE_AT=<point>:<job name>:<checkpoint id>`` is where a test pauses a real
+driver, as a long GC or a frozen VM would (``pause_point``): the first time the driver
+reaches that point for that job at that checkpoint or a later one, it creates the file
+``FLINTLOCK_PAUSE_MARKER`` names and stops itself (SIGSTOP) until it gets SIGCONT. The
+fencing tests pause a driver between its lease check and its publish this way.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +28,6 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.checkpoint.pause_points import pause_point
 from flintlock.core.job_errors import CheckpointError, LeaseLostError
 
 FENCED = "fenced"
@@ -114,3 +121,25 @@ def fence_next(
         f"job '{folder.job_name}': {FENCES_TRIED} checkpoint ids were completed by another "
         f"driver while this one tried to fence the next one"
     )
+
+
+PAUSE_AT = "FLINTLOCK_PAUSE_AT"
+PAUSE_MARKER = "FLINTLOCK_PAUSE_MARKER"
+_paused: set[str] = set()
+
+
+def pause_point(point: str, job_name: str, checkpoint_id: int) -> None:
+    """Stop this process here if the environment asks for ``point`` of ``job_name`` at
+    ``checkpoint_id`` or before it (once per process)."""
+    wanted = os.environ.get(PAUSE_AT)
+    if wanted is None or wanted in _paused:
+        return
+    where, _, at = wanted.rpartition(":")
+    if where != f"{point}:{job_name}" or not at.isdigit() or checkpoint_id < int(at):
+        return
+    _paused.add(wanted)
+    marker = os.environ.get(PAUSE_MARKER)
+    if marker:
+        with open(marker, "w") as file:
+            file.write(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.coordinator import (
@@ -22,6 +23,7 @@ from flintlock.core.checkpoint.coordinator import (
 )
 from flintlock.core.checkpoint.job_folder import IDENTITY
 from flintlock.core.checkpoint.paths import parent_folder, resolve_path
+from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.job_errors import CheckpointError
@@ -119,19 +121,32 @@ class CheckpointSummary:
 
 
 def storage_for(path: str) -> CheckpointStorage:
-    """Storage rooted at ``path``: a local path (relative ones too) or a pyarrow.fs URI."""
+    """Storage rooted at ``path``: a local path (relative ones too) or a pyarrow.fs URI
+    (``s3://bucket/folder?endpoint_override=...``); one pyarrow cannot open is an error."""
     if "://" not in path:
         path = os.path.abspath(path)
-    return CheckpointStorage.from_uri(path)
+    try:
+        return CheckpointStorage.from_uri(path)
+    except (pa.ArrowException, ValueError, OSError) as error:
+        raise CheckpointError(f"{path} names no file system pyarrow can open: {error}") from error
 
 
-def load_checkpoint(path: str) -> Checkpoint:
+def storage_at(path: str, storage: CheckpointStorage | None) -> CheckpointStorage:
+    """Storage rooted at ``path``: a path on ``storage``'s file system when given (a path
+    inside a job's folder, which has no scheme), else a local path or a URI."""
+    if storage is None:
+        return storage_for(path)
+    return CheckpointStorage(storage.filesystem, path)
+
+
+def load_checkpoint(path: str, storage: CheckpointStorage | None = None) -> Checkpoint:
     """The checkpoint at ``path``: a ``chk-<N>`` folder, or a job's folder (its latest).
 
+    ``path`` is a local path or URI, or, with ``storage``, a path on its file system.
     Its metadata and every subtask's manifest are read and checked: missing, damaged and
     foreign (another job's, checkpoint's or subtask's) files are CheckpointErrors naming
     the file."""
-    storage = storage_for(path)
+    storage = storage_at(path, storage)
     folder = checkpoint_folder(storage, storage.base_path)
     metadata = f"{folder}/{METADATA}"
     document = storage.read_json(metadata)
@@ -195,10 +210,13 @@ def checkpoint_folder(storage: CheckpointStorage, path: str) -> str:
     )
 
 
-def list_checkpoints(path: str) -> list[CheckpointSummary]:
+def list_checkpoints(
+    path: str, storage: CheckpointStorage | None = None
+) -> list[CheckpointSummary]:
     """Every ``chk-<N>`` of the job folder ``path``, or of every job under a checkpoint
-    directory, oldest first; incomplete ones (no metadata) too."""
-    storage = storage_for(path)
+    directory, oldest first; incomplete ones (no metadata) too. ``path`` as in
+    ``load_checkpoint``."""
+    storage = storage_at(path, storage)
     base = storage.base_path
     if _is_dir(storage, f"{base}/checkpoints"):
         return list_job_checkpoints(storage, base)
@@ -315,4 +333,5 @@ def _check_job_identity(
 
 
 def _is_dir(storage: CheckpointStorage, path: str) -> bool:
-    return storage.filesystem.get_file_info(path).type == pafs.FileType.Directory
+    info = retrying(path, "look up", lambda: storage.filesystem.get_file_info(path))
+    return info.type == pafs.FileType.Directory

@@ -22,6 +22,7 @@ from flintlock.core.job_errors import RestoreError
 from flintlock.core.plan.graph import GraphError
 
 if TYPE_CHECKING:
+    from flintlock.core.checkpoint.storage import CheckpointStorage
     from flintlock.core.plan.graph import JobGraph, Transformation
 
 
@@ -58,14 +59,21 @@ def operator_uids(transformations: Iterable[Transformation]) -> dict[str, str]:
 
 
 def prepare_restore(
-    path: str, uids: dict[str, str], max_parallelism: int, allow_non_restored_state: bool = False
+    path: str,
+    uids: dict[str, str],
+    max_parallelism: int,
+    allow_non_restored_state: bool = False,
+    storage: CheckpointStorage | None = None,
 ) -> RestoreSource:
     """Load and check the checkpoint at ``path`` for a job whose operators have ``uids``.
+
+    ``path``: a local path or URI, or with ``storage`` a path on its file system (a
+    checkpoint of the job's own folder).
 
     Refused (RestoreError / CheckpointError naming what): another max parallelism, state
     of an operator the job no longer has (unless ``allow_non_restored_state``), any
     missing, damaged or foreign file of the state to restore."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = load_checkpoint(path, storage)
     if checkpoint.max_parallelism != max_parallelism:
         raise RestoreError(
             f"checkpoint {checkpoint.path} was taken with max parallelism "

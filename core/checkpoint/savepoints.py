@@ -30,8 +30,14 @@ def new_savepoint_root(storage: CheckpointStorage, savepoint_dir: str, checkpoin
             f"storage {storage.base_path} on a {ours}: tasks write savepoints through the "
             f"checkpoint storage, so give a savepoint directory on the same file system"
         )
+    return free_savepoint_root(storage, base, checkpoint_id)
+
+
+def free_savepoint_root(storage: CheckpointStorage, folder: str, checkpoint_id: int) -> str:
+    """``<folder>/savepoint-<N>-<6 hex>``, a folder not yet there; ``folder`` is a path
+    on ``storage``'s file system (the job folder's ``savepoints``), never re-parsed."""
     for _ in range(8):
-        root = f"{base.rstrip('/')}/savepoint-{checkpoint_id}-{secrets.token_hex(3)}"
+        root = f"{folder.rstrip('/')}/savepoint-{checkpoint_id}-{secrets.token_hex(3)}"
         if storage.filesystem.get_file_info(root).type == pafs.FileType.NotFound:
             return root
-    raise CheckpointError(f"no new savepoint folder name is free under {savepoint_dir}")
+    raise CheckpointError(f"no new savepoint folder name is free under {folder}")

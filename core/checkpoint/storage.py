@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.create_once import create_once
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.checkpoint.retries import retrying
+from flintlock.core.job_errors import CheckpointError, StorageError
 from flintlock.core.task_info import TaskInfo
 
 
@@ -44,10 +45,10 @@ def list_folder(
     selector = pafs.FileSelector(folder, allow_not_found=True, recursive=recursive)
     for _ in range(LISTING_TRIES - 1):
         try:
-            return filesystem.get_file_info(selector)
+            return retrying(folder, "list", lambda: filesystem.get_file_info(selector))
         except FileNotFoundError:
             continue  # the folder changed while listed: list it again
-    return filesystem.get_file_info(selector)
+    return retrying(folder, "list", lambda: filesystem.get_file_info(selector))
 
 
 class CheckpointStorage:
@@ -85,6 +86,9 @@ class CheckpointStorage:
 
     def write_table(self, path: str, table: pa.Table) -> int:
         """Write ``table`` as one Arrow IPC file; returns its size in bytes."""
+        return retrying(path, "write", lambda: self._write_ipc(path, table))
+
+    def _write_ipc(self, path: str, table: pa.Table) -> int:
         self._make_parent(path)
         with self.filesystem.open_output_stream(path) as sink:
             with pa.ipc.new_file(sink, table.schema) as writer:
@@ -94,30 +98,43 @@ class CheckpointStorage:
     def read_table(self, path: str) -> pa.Table:
         """Read an Arrow IPC file written by ``write_table``; a damaged file names itself."""
         try:
-            with self.filesystem.open_input_file(path) as source:
-                return pa.ipc.open_file(source).read_all()
+            return retrying(path, "read", lambda: self._read_ipc(path), name_others=False)
         except FileNotFoundError as error:
             raise CheckpointError(f"the Arrow file {path} is missing") from error
+        except StorageError:
+            raise
         except (pa.ArrowInvalid, OSError) as error:
             raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
 
     def read_schema(self, path: str) -> pa.Schema:
         """The schema of an Arrow IPC file (its footer only); a damaged file names itself."""
         try:
-            with self.filesystem.open_input_file(path) as source:
-                return pa.ipc.open_file(source).schema
+            return retrying(path, "read", lambda: self._read_footer(path), name_others=False)
         except FileNotFoundError as error:
             raise CheckpointError(f"the Arrow file {path} is missing") from error
+        except StorageError:
+            raise
         except (pa.ArrowInvalid, OSError) as error:
             raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
+
+    def _read_ipc(self, path: str) -> pa.Table:
+        with self.filesystem.open_input_file(path) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def _read_footer(self, path: str) -> pa.Schema:
+        with self.filesystem.open_input_file(path) as source:
+            return pa.ipc.open_file(source).schema
 
     def write_json(self, path: str, document: Any) -> int:
         """Write a JSON document; returns its size in bytes."""
         data = json.dumps(document, sort_keys=True, indent=1).encode()
+        retrying(path, "write", lambda: self._write_bytes(path, data))
+        return len(data)
+
+    def _write_bytes(self, path: str, data: bytes) -> None:
         self._make_parent(path)
         with self.filesystem.open_output_stream(path) as sink:
             sink.write(data)
-        return len(data)
 
     def write_json_atomically(self, path: str, document: Any) -> int:
         """Write a JSON document so that readers see the old one or the whole new one.
@@ -126,7 +143,7 @@ class CheckpointStorage:
         local and HDFS file systems; on object stores a copy that readers see whole)."""
         temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
         size = self.write_json(temporary, document)
-        self.filesystem.move(temporary, path)
+        retrying(path, "move a new version onto", lambda: self.filesystem.move(temporary, path))
         return size
 
     def create_json_once(self, path: str, document: Any) -> bool:
@@ -134,13 +151,14 @@ class CheckpointStorage:
         written): readers see the whole document or none, and of two writers one fails."""
         data = json.dumps(document, sort_keys=True, indent=1).encode()
         self._make_parent(path)
-        return create_once(self.filesystem, path, data)
+        # a create whose answer was lost finds its own file when tried again: callers
+        # tell their own document (publish_once) or take the next generation (the lease)
+        return retrying(path, "create", lambda: create_once(self.filesystem, path, data))
 
     def read_json(self, path: str) -> Any:
         """Read a JSON document written by ``write_json``; a damaged one names its file."""
         try:
-            with self.filesystem.open_input_stream(path) as source:
-                data = source.read()
+            data = retrying(path, "read", lambda: self._read_bytes(path))
         except FileNotFoundError as error:
             raise CheckpointError(f"the file {path} is missing") from error
         try:
@@ -152,12 +170,18 @@ class CheckpointStorage:
 
     def exists(self, path: str) -> bool:
         """True if a file is at ``path``."""
-        return self.filesystem.get_file_info(path).type == pafs.FileType.File
+        info = retrying(path, "look up", lambda: self.filesystem.get_file_info(path))
+        return info.type == pafs.FileType.File
 
     def delete_dir(self, path: str) -> None:
         """Remove a folder and everything in it, if it exists."""
-        if self.filesystem.get_file_info(path).type == pafs.FileType.Directory:
-            self.filesystem.delete_dir(path)
+        info = retrying(path, "look up", lambda: self.filesystem.get_file_info(path))
+        if info.type == pafs.FileType.Directory:
+            retrying(path, "delete", lambda: self.filesystem.delete_dir(path))
+
+    def _read_bytes(self, path: str) -> bytes:
+        with self.filesystem.open_input_stream(path) as source:
+            return source.read()
 
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]

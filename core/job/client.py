@@ -21,8 +21,13 @@ class JobClient:
     """Controls the job (checkpoint dir, job name) through its folder: from the process
     that runs it (``execute_async``) or from any other that sees the storage."""
 
-    def __init__(self, checkpoint_dir: str, job_name: str) -> None:
-        self.folder = JobFolder(CheckpointStorage.from_uri(checkpoint_dir), job_name)
+    def __init__(self, checkpoint_dir: str | CheckpointStorage, job_name: str) -> None:
+        storage = (
+            checkpoint_dir
+            if isinstance(checkpoint_dir, CheckpointStorage)
+            else CheckpointStorage.from_uri(checkpoint_dir)
+        )
+        self.folder = JobFolder(storage, job_name)
         self.job_name = job_name
         self._thread: threading.Thread | None = None
         self._outcome: dict[str, Any] = {}

@@ -25,7 +25,7 @@ from flintlock.core.checkpoint.restore import (
     plan_restores,
     prepare_restore,
 )
-from flintlock.core.checkpoint.savepoints import new_savepoint_root
+from flintlock.core.checkpoint.savepoints import free_savepoint_root, new_savepoint_root
 from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
@@ -97,7 +97,9 @@ class EpochRun:
             master.coordinator.commit(latest, master.sinks)  # idempotent
             master.abort_uncommitted(run_id, latest.committables)
             path = f"{master.folder.checkpoints}/chk-{latest.checkpoint_id}"
-            restore = prepare_restore(path, self.uids, master.config.max_parallelism)
+            restore = prepare_restore(
+                path, self.uids, master.config.max_parallelism, storage=master.storage
+            )
             return restore, dict(latest.sources), next_id
         context = master.coordinator.commit_context(run_id, next_id)
         for name, sink in master.sinks.items():  # a new run: the output modes decide
@@ -226,9 +228,10 @@ class EpochRun:
         )
 
     def restores_after(self, checkpoint: CompletedCheckpoint) -> dict[tuple[int, int], TaskRestore]:
-        """What the next epoch restores: the checkpoint this one just completed."""
+        """What the next epoch restores: the checkpoint this one just completed (read
+        through the job's storage: its paths have no scheme, whatever the file system)."""
         path = f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
-        stored = load_checkpoint(path)
+        stored = load_checkpoint(path, self.master.storage)
         names = {name: name for name in stored.operators()}
         return plan_restores(RestoreSource(stored, names, []), self.graph)
 
@@ -236,8 +239,10 @@ class EpochRun:
         """A new self-contained folder for the savepoint taken as ``checkpoint_id``: under
         the job's ``savepoint_dir``, by default ``<job folder>/savepoints``."""
         master = self.master
-        directory = master.config.savepoint_dir or f"{master.folder.path}/savepoints"
-        return new_savepoint_root(master.storage, directory, checkpoint_id)
+        if master.config.savepoint_dir:
+            return new_savepoint_root(master.storage, master.config.savepoint_dir, checkpoint_id)
+        default = f"{master.folder.path}/savepoints"  # a path on the job's file system
+        return free_savepoint_root(master.storage, default, checkpoint_id)
 
     # ---- how a run ends ----
 

@@ -260,7 +260,7 @@ def failure_of(entry: dict[str, Any]) -> Failure:
 
 def _graph_of_latest_checkpoint(folder: JobFolder) -> dict[str, Any] | None:
     """The graph recorded in the newest checkpoint's metadata, for a job with no run log."""
-    completed = [c for c in list_checkpoints(folder.path) if c.completed]
+    completed = [c for c in list_checkpoints(folder.path, folder.storage) if c.completed]
     if not completed:
         return None
     metadata = folder.storage.read_json(f"{completed[-1].path}/{METADATA}")

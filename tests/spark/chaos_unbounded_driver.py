@@ -39,7 +39,7 @@ import pyarrow as pa
 from chaos_faults import Fault, FaultyFileSink, FaultyKeyedProcess, FaultyMap
 from job_scripts import print_result, start_session
 
-from flintlock.core.checkpoint.pause_points import PAUSE_MARKER
+from flintlock.core.checkpoint.fences import PAUSE_MARKER
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.errors import FlintlockError
 

@@ -29,7 +29,7 @@ from job_scripts import print_result, start_session
 from pyspark import cloudpickle
 
 from flintlock.core.api.triggers import EpochTrigger
-from flintlock.core.checkpoint.pause_points import PAUSE_AT, PAUSE_MARKER
+from flintlock.core.checkpoint.fences import PAUSE_AT, PAUSE_MARKER
 from flintlock.core.errors import FlintlockError
 from flintlock.sinks.files import FileSink
 

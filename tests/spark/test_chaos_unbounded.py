@@ -60,7 +60,7 @@ import pytest
 from chaos_faults import DRIVER_KILLS, EPOCH_DRIVER_KILLS, FUNCTION_FAULTS, WRITER_FAULTS, Fault
 from test_chaos import SEED_VARIABLE, Check, chaos_seed
 
-from flintlock.core.checkpoint.pause_points import PAUSE_AT, PAUSE_MARKER
+from flintlock.core.checkpoint.fences import PAUSE_AT, PAUSE_MARKER
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient

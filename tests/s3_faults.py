@@ -1,0 +1,144 @@
+"""A fault-injecting HTTP proxy in front of the test S3 server: it forwards every request
+to moto and answers chosen ones (the next N GetObject or list requests) with an S3 error
+of its own, as a real object store's passing or lasting fault would (no mock of pyarrow:
+pyarrow's S3 client talks HTTP to it on loopback)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+from urllib.parse import urlsplit
+
+Operation = Literal["GetObject", "HeadObject", "ListObjects"]
+
+ERRORS = {
+    500: ("InternalError", "We encountered an internal error. Please try again."),
+    403: ("AccessDenied", "Access Denied"),
+}
+HOP_BY_HOP = {"connection", "transfer-encoding", "content-length", "server", "date"}
+
+
+def operation_of(method: str, target: str) -> str:
+    """The S3 operation of a request: a GET or HEAD of a key (GetObject, HeadObject), or
+    a GET of a bucket (ListObjects); else the method."""
+    of_key = "/" in urlsplit(target).path.strip("/")
+    if method == "HEAD" and of_key:
+        return "HeadObject"
+    if method != "GET":
+        return method
+    return "GetObject" if of_key else "ListObjects"
+
+
+class FaultInjectingProxy:
+    """Forwards to ``upstream`` (host:port); the next ``count`` requests of ``operation``
+    get HTTP ``status`` with the S3 error body for it instead."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.lock = threading.Lock()
+        self.pending: dict[str, tuple[int, int]] = {}
+        self.injected: dict[str, int] = {}
+        """Operation -> how many requests were answered with an error."""
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def handle_one(self) -> None:
+                body = self._body()
+                status = proxy.take_fault(operation_of(self.command, self.path))
+                if status is not None:
+                    self._answer_error(status)
+                else:
+                    self._forward(body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+
+            def _body(self) -> bytes | None:
+                """The request's body as sent: chunked bodies whole, framing and all."""
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    raw = b""
+                    while True:
+                        line = self.rfile.readline()
+                        raw += line
+                        size = int(line.split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            break
+                        raw += self.rfile.read(size + 2)
+                    while True:  # trailers, then the blank line
+                        line = self.rfile.readline()
+                        raw += line
+                        if line in (b"\r\n", b"\n", b""):
+                            return raw
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else None
+
+            def _answer_error(self, status: int) -> None:
+                code, message = ERRORS[status]
+                body = (
+                    f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                    f"<Message>{message}</Message></Error>"
+                ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _forward(self, body: bytes | None) -> None:
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
+                connection = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                try:
+                    connection.request(self.command, self.path, body=body, headers=headers)
+                    response = connection.getresponse()
+                    data = response.read()
+                finally:
+                    connection.close()
+                self.send_response(response.status)
+                for name, value in response.getheaders():
+                    if name.lower() not in HOP_BY_HOP:
+                        self.send_header(name, value)
+                length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"{host}:{port}"
+
+    def fail(self, operation: Operation, count: int, status: int = 500) -> None:
+        """Answer the next ``count`` requests of ``operation`` with HTTP ``status``."""
+        with self.lock:
+            self.pending[operation] = (count, status)
+            self.injected[operation] = 0
+
+    def take_fault(self, operation: str) -> int | None:
+        """The status to answer this request with, or None to forward it."""
+        with self.lock:
+            count, status = self.pending.get(operation, (0, 0))
+            if count <= 0:
+                return None
+            self.pending[operation] = (count - 1, status)
+            self.injected[operation] = self.injected.get(operation, 0) + 1
+            return status
+
+    def __enter__(self) -> FaultInjectingProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
