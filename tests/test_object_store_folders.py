@@ -4,6 +4,7 @@ here against a real S3 server (moto's, on loopback), with no Spark."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from s3_server import S3Server
 from flintlock.cli import main
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.lease import JobLease, read_holder
+from flintlock.core.job_errors import JobLeaseError
 
 
 def stopped_job(s3: S3Server, folder: str) -> JobFolder:
@@ -58,3 +61,45 @@ def test_report_reads_a_job_folder_given_as_an_s3_uri(
     assert main(["report", s3.uri(f"{s3_folder}/chk/orders"), "-o", str(page)]) == 0
     assert capsys.readouterr().out == f"{page}: job 'orders', 0 epochs, 0 failures\n"
     assert "orders" in page.read_text()
+
+
+def test_on_s3_the_lease_and_checkpoints_are_created_once_by_conditional_writes(
+    s3: S3Server, s3_folder: str
+) -> None:
+    """If-None-Match on a real S3 API: of drivers starting together exactly one takes
+    the lease, and a second create of a file finds it there (nothing overwritten)."""
+    storage = CheckpointStorage.from_uri(s3.uri(f"{s3_folder}/chk"))
+    folder = JobFolder(storage, "orders")
+    folder.open()
+    path = f"{folder.path}/probe.json"
+    assert storage.create_json_once(path, {"n": 1}) is True
+    assert storage.create_json_once(path, {"n": 2}) is False
+    assert storage.read_json(path) == {"n": 1}
+    for round_number in range(3):
+        leases = [
+            JobLease(storage, folder.path, "orders", f"r{round_number}-{i}", renew_seconds=5)
+            for i in range(3)
+        ]
+        barrier = threading.Barrier(len(leases))
+        outcome: dict[str, str] = {}
+
+        def start(
+            lease: JobLease, barrier: threading.Barrier = barrier, outcome: dict = outcome
+        ) -> None:
+            barrier.wait()
+            try:
+                lease.acquire()
+                outcome[lease.run_id] = "holds"
+            except JobLeaseError as error:
+                outcome[lease.run_id] = str(error)
+
+        threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sum(said == "holds" for said in outcome.values()) == 1, outcome
+        holder = read_holder(storage, folder.path)
+        assert holder is not None and outcome[holder.run_id] == "holds"
+        for lease in leases:
+            lease.release()
