@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,3 +42,24 @@ def test_contributing_sets_up_as_readme_does() -> None:
     setup = re.search(r"```bash\n(python3 -m venv .*?)\n", contributing)
     assert setup, "CONTRIBUTING.md has its set-up line"
     assert readme_commands()[1].startswith(setup.group(1) + " && ")
+
+
+def test_the_editable_install_builds_without_setuptools_folder_warning(tmp_path: Path) -> None:
+    """``pip install -e .`` printed setuptools' 10-line warning about package folders in
+    the working directory; the in-tree backend builds the editable wheel without it, and
+    any other setuptools warning would still fail this build (``-W error``)."""
+    build = (
+        "import sys; sys.path.insert(0, 'build_backend'); import flintlock_build; "
+        f"print(flintlock_build.build_editable({str(tmp_path)!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error::setuptools.warnings.InformationOnly", "-c", build],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    wheel = done.stdout.strip().splitlines()[-1]
+    assert wheel.startswith("flintlock-") and (tmp_path / wheel).exists()
+    assert "same name as your package" not in done.stdout + done.stderr
