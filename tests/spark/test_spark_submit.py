@@ -44,6 +44,26 @@ def test_a_submitted_job_runs_on_spark_submits_master(tmp_path: Path) -> None:
     assert 'DONE "submitted"' in lines
 
 
+def test_a_master_in_spark_defaults_conf_is_kept(tmp_path: Path) -> None:
+    """Spark's own configuration (``SPARK_CONF_DIR``) names the master: a job file run by
+    plain Python keeps it, as spark-submit would."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.master local[3]\n")
+    done = subprocess.run(
+        [sys.executable, str(JOB), str(tmp_path / "chk")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_CONF_DIR": str(conf)},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    session = json.loads(next(line for line in lines if line.startswith("SESSION "))[8:])
+    assert (session["master"], session["default_parallelism"]) == ("local[3]", 3)
+    assert session["app_name"] == "submitted"  # flintlock built it: named after the job
+
+
 def test_a_submitted_job_on_a_cluster_master_without_checkpoint_dir_is_refused() -> None:
     done = spark_submit("local-cluster[1,1,1024]")
     assert done.returncode != 0
