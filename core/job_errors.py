@@ -54,5 +54,9 @@ class LeaseLostError(JobLeaseError):
 
 
 class JobCanceled(FlintlockError):
-    """The job was canceled on its driver (a second Ctrl-C or SIGTERM); the result store
-    records CANCELED and the next start continues from the last checkpoint."""
+    """The job was canceled on its driver (a second Ctrl-C or SIGTERM, or its Spark job
+    canceled: the caller's job group or tag, Spark's UI); the result store records
+    CANCELED and the next start continues from the last checkpoint."""
+
+    by_signal = False
+    """True if a stop signal canceled it (the message names the signal)."""

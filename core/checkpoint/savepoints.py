@@ -1,14 +1,34 @@
-"""Where a savepoint goes: a new, self-contained folder under the savepoint directory."""
+"""Where a savepoint goes: a new, self-contained folder under the savepoint directory;
+and a completed epoch's snapshots moved into one (a stop asked while the epoch ran)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job_errors import CheckpointError
+
+if TYPE_CHECKING:
+    from flintlock.core.plan.execution import ExecutionPlan
+
+EpochEndSavepoint = Callable[
+    ["ExecutionPlan", list[dict[str, Any]]], tuple[list[dict[str, Any]], str | None]
+]
+"""An epoch's acknowledgements -> them as its checkpoint completes, and the savepoint
+folder they lie in (None: a checkpoint)."""
+
+
+def as_planned(
+    plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The epoch's snapshots where its plan had them written (no stop came meanwhile)."""
+    return acknowledgements, plan.snapshot_root
 
 
 def new_savepoint_root(storage: CheckpointStorage, savepoint_dir: str, checkpoint_id: int) -> str:
@@ -41,3 +61,30 @@ def free_savepoint_root(storage: CheckpointStorage, folder: str, checkpoint_id: 
         if storage.filesystem.get_file_info(root).type == pafs.FileType.NotFound:
             return root
     raise CheckpointError(f"no new savepoint folder name is free under {folder}")
+
+
+def snapshots_moved_to(
+    storage: CheckpointStorage, acknowledgements: list[dict[str, Any]], root: str
+) -> list[dict[str, Any]]:
+    """Copy each acknowledged subtask snapshot's folder into the savepoint folder ``root``
+    (the layout tasks write a savepoint in) and return the acknowledgements naming the
+    copies; the originals are removed. A manifest records its files relative to its
+    folder, so a copied folder reads as it is."""
+    moved = []
+    for ack in acknowledgements:
+        manifest = str(ack["manifest_path"])
+        folder = manifest.rsplit("/", 1)[0]
+        task_folder, attempt = folder.rsplit("/", 1)
+        target = f"{root.rstrip('/')}/{task_folder.rsplit('/', 1)[1]}/{attempt}"
+        storage.filesystem.create_dir(target, recursive=True)
+        pafs.copy_files(
+            folder,
+            target,
+            source_filesystem=storage.filesystem,
+            destination_filesystem=storage.filesystem,
+        )
+        moved.append({**ack, "manifest_path": f"{target}/{manifest.rsplit('/', 1)[1]}"})
+    for ack in acknowledgements:
+        with contextlib.suppress(Exception):  # only space: nothing names them any more
+            storage.delete_dir(str(ack["manifest_path"]).rsplit("/", 1)[0])
+    return moved

@@ -48,8 +48,10 @@ MAX_MAX_PARALLELISM = 32768
 class StreamExecutionEnvironment(SourceMethods):
     """Where a program is built and run: parallelism, Spark session, checkpoint storage.
 
-    With no session given it uses the active one, or starts an embedded local one and
-    stops it after ``execute``. Outside local mode ``checkpoint_dir`` is required. The
+    With no session given it uses the active one, or starts one and stops it after
+    ``execute``: under ``spark-submit`` (or where Spark's configuration names a master)
+    it takes Spark's configuration as it is, else it is an embedded local one named after
+    the job. Outside local mode ``checkpoint_dir`` is required. The
     driver running a job holds a lease on it, renewed every ``lease_seconds`` (a lease
     not renewed for 5 periods is taken over by the next start).
     """
@@ -174,7 +176,7 @@ class StreamExecutionEnvironment(SourceMethods):
             spark_ui = self.spark_ui
         if spark_ui is None:
             spark_ui = os.environ.get(SPARK_UI_ENV, "") not in ("", "0")
-        spark, owned = active_or_local_session(self.spark, self.master, spark_ui)
+        spark, owned = active_or_local_session(self.spark, self.master, spark_ui, job_name)
         if spark_ui:
             _print_spark_ui(spark)
         if not owned:  # flintlock checked the Python of the workers it starts itself

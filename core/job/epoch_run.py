@@ -254,14 +254,22 @@ class EpochRun:
         savepoint: str | None,
         input_ended: bool,
     ) -> JobExecutionResult:
-        """The input ended (FINISHED) or a stop took a savepoint (STOPPED)."""
-        if input_ended and savepoint is None:
+        """The input ended (FINISHED) or a stop took a savepoint (STOPPED).
+
+        A stop with drain ends the input, so it is FINISHED too (its savepoint kept), as
+        Flink reports it: its stop-with-savepoint, drained or not, succeeds only once every
+        task reached FINISHED, and the job then ends FINISHED (apache/flink,
+        flink-runtime/.../stopwithsavepoint/StopWithSavepointTerminationHandlerImpl.java,
+        ``handleExecutionsTermination``). A stop without drain stays STOPPED here: its
+        next start continues the job, where Flink would need a new submission."""
+        if input_ended:
             result = self.master.result_of(checkpoint, started, self.records_out)
+            result.savepoint_path = savepoint
             self.master.folder.record_finished(
                 run_id, checkpoint.checkpoint_id, self.master.result_document(result)
             )
-            self._write_status("FINISHED", run_id, checkpoint.checkpoint_id)
-            final = f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+            self._write_status("FINISHED", run_id, checkpoint.checkpoint_id, savepoint=savepoint)
+            final = savepoint or f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
             self.control.answer_remaining(
                 run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
             )

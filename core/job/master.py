@@ -15,7 +15,7 @@ from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan_restores
-from flintlock.core.checkpoint.savepoints import new_savepoint_root
+from flintlock.core.checkpoint.savepoints import EpochEndSavepoint, as_planned, new_savepoint_root
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
@@ -78,6 +78,7 @@ class JobMaster(JobResults):
         self, spark: SparkSession, transformations: list[Transformation], config: JobConfig
     ) -> None:
         self.spark = spark
+        self.epoch_end_savepoint: EpochEndSavepoint = as_planned  # EpochLoop's: a late stop
         self.epoch_frames = EpochFrames(spark)
         self.settings: RunSettings | None = None
         """The run's Spark settings while ``execute`` runs it."""
@@ -280,7 +281,7 @@ class JobMaster(JobResults):
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
         self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
-        acknowledgements = self._read_messages(messages)
+        acknowledgements, root = self.epoch_end_savepoint(plan, self._read_messages(messages))
         return self.coordinator.complete(
             plan.barrier.checkpoint_id,
             plan.run_id,
@@ -288,7 +289,7 @@ class JobMaster(JobResults):
             acknowledgements,
             plan.expected_subtasks(),
             details,
-            snapshot_root=plan.snapshot_root,
+            snapshot_root=root,
         )
 
     def _complete(

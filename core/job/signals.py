@@ -42,16 +42,22 @@ def announce(text: str) -> None:
 def check_canceled() -> None:
     """Raise JobCanceled once a second stop signal asked to cancel the job."""
     if _cancel_requested.is_set():
-        raise JobCanceled(f"the job was canceled ({_cancel_reason[-1]})")
+        raise _canceled_by_signal()
 
 
 def as_canceled(error: Exception) -> Exception:
     """``error`` as JobCanceled (its cause kept) if the job was canceled meanwhile: a
     canceled Spark job fails with an error of its own."""
-    if not _cancel_requested.is_set() or isinstance(error, JobCanceled):
+    if not _cancel_requested.is_set() or (isinstance(error, JobCanceled) and error.by_signal):
         return error
-    canceled = JobCanceled(f"the job was canceled ({_cancel_reason[-1]})")
+    canceled = _canceled_by_signal()
     canceled.__cause__ = error
+    return canceled
+
+
+def _canceled_by_signal() -> JobCanceled:
+    canceled = JobCanceled(f"the job was canceled ({_cancel_reason[-1]})")
+    canceled.by_signal = True
     return canceled
 
 

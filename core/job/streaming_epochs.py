@@ -88,6 +88,8 @@ class StreamingEpochs:
             raise error
         if self.ending is not None:  # a stop request took its savepoint
             checkpoint, savepoint = self.ending
+            if checkpoint.final:  # a drain ended the input: FINISHED (EpochRun.ended)
+                return loop.ended(checkpoint, self.run_id, started, savepoint, True)
             return loop.stopped(checkpoint, self.run_id, started, savepoint)
         return loop.stopped(self.checkpoint, self.run_id, started, None)
 

@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Any
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, LifecycleError
 from flintlock.core.failure_report import FailureReport
+from flintlock.core.job_errors import JobCanceled
 
 if TYPE_CHECKING:
     from flintlock.core.plan.graph import Transformation
 
 _TRACEBACK = "Traceback (most recent call last):"
 _TID = re.compile(r"\(TID (\d+)\)")
+_CANCELED = re.compile(r"Job \d+ cancelled[^\n]*")
+"""Spark's words for a job canceled on the driver: its job group, a tag, all jobs,
+the job itself, or a SparkContext shut down under it."""
 _CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*|Python worker.*?(?:crashed|killed)")
 
 
@@ -67,8 +71,9 @@ def spark_failures_as_flintlock_errors(
     transformations: Sequence[Transformation] = (),
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
-    Spark's chain (kept on ``spark_error``); a module the workers cannot import is named
-    with the operators of ``transformations`` whose code uses it."""
+    Spark's chain (kept on ``spark_error``); a canceled Spark job is JobCanceled, and a
+    module the workers cannot import is named with the operators of ``transformations``
+    whose code uses it."""
     try:
         yield
     except FlintlockError:
@@ -80,6 +85,12 @@ def spark_failures_as_flintlock_errors(
             rebuilt = LifecycleError.from_report(report)
             rebuilt.spark_error = error  # type: ignore[attr-defined]
             raise rebuilt from None
+        canceled = _CANCELED.search(text)
+        if canceled is not None:  # before a crash: a canceled task's worker may be killed
+            raise JobCanceled(
+                f"job '{job_name}' (run {run_id}) was canceled: Spark's "
+                f"{canceled.group(0).strip()[:300]}"
+            ) from None
         crash = _CRASH.search(text)
         if crash is not None:
             raise WorkerCrashedError(

@@ -1,6 +1,7 @@
 """Spark's side of seeing a job: each epoch's Spark job carries the flintlock job's name,
-epoch and checkpoint as its job group and description (so Spark's UI names flintlock's
-work), and what Spark's status tracker says about the epoch running now (stages, tasks).
+epoch and checkpoint as its job group (a job tag where the caller set a group of its
+own) and description (so Spark's UI names flintlock's work), and what Spark's status
+tracker says about the epoch running now (stages, tasks).
 
 One numbering, as everywhere a person reads it (the display, ``flintlock status``, the
 metrics, ``result.epochs``): epoch N is the run's Nth epoch, and it completes checkpoint
@@ -41,6 +42,12 @@ class EpochJob:
     description: str
     started: float
     """time.monotonic() when the epoch's action began."""
+
+    @property
+    def tag(self) -> str:
+        """The Spark job tag of the epoch where the group is not flintlock's (a tag has
+        no commas)."""
+        return self.group.replace(",", ";")
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
     try:
         tracker = spark.sparkContext.statusTracker()
         stages_done = stages = tasks_done = tasks = running = 0
-        job_ids = tracker.getJobIdsForGroup(job.group)
+        job_ids = tracker.getJobIdsForGroup(job.group) or _job_ids_for_tag(spark, job.tag)
         for job_id in job_ids:
             info = tracker.getJobInfo(job_id)
             for stage_id in info.stageIds if info is not None else ():
@@ -127,3 +134,9 @@ def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
         return SparkProgress(job, len(job_ids), stages_done, stages, tasks_done, tasks, running)
     except Exception:  # a status poll never fails the job
         return None
+
+
+def _job_ids_for_tag(spark: SparkSession, tag: str) -> list[int]:
+    """The ids of Spark's jobs tagged ``tag`` (an epoch run in its caller's job group)."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()  # type: ignore[union-attr]
+    return [int(job_id) for job_id in tracker.getJobIdsForTag(tag)]

@@ -1,7 +1,8 @@
 """The Spark settings a job run keeps for all its epochs: adaptive execution off, Arrow
 batches of 65,536 rows (unless the user chose a size), and the driver thread's job
 group, description, epoch property and task output folder, saved once when the run
-starts and put back when it ends.
+starts and put back when it ends. A job group the caller set is kept (its cancel must
+reach the epochs): the epoch is then a job tag.
 
 Saving and restoring them around every epoch cost twelve py4j calls per epoch (about
 7 ms on this machine, bench/RESULTS.md "W4"); inside a run an epoch sets only what
@@ -27,9 +28,10 @@ SAVED_PROPERTIES = (GROUP, DESCRIPTION, INTERRUPT, EPOCH_PROPERTY, OUTPUT_PROPER
 
 
 class RunSettings:
-    """Labels each epoch's Spark job inside ``run_settings``; over Spark Connect (no
-    local properties) an epoch's operations carry a job tag instead, and its tasks get
-    their whole plan (``EpochFrames``)."""
+    """Labels each epoch's Spark job inside ``run_settings``: its job group, or a job tag
+    in the caller's job group; over Spark Connect (no local properties) an epoch's
+    operations carry a job tag instead, and its tasks get their whole plan
+    (``EpochFrames``)."""
 
     def __init__(
         self, spark: SparkSession, context: SparkContext | None, relay: TaskOutputRelay | None
@@ -38,6 +40,10 @@ class RunSettings:
         self.context = context
         self.relay = relay
         """What the tasks print() reaches the driver's terminal (local mode only)."""
+        self.caller_group = None if context is None else context.getLocalProperty(GROUP)
+        """The job group the caller set around the run: each epoch's Spark job runs in it
+        (so the caller's ``cancelJobGroup`` cancels the epoch), flintlock's own label
+        then a job tag."""
 
     @contextlib.contextmanager
     def epoch(self, job: EpochJob, task_property: str) -> Iterator[None]:
@@ -45,18 +51,25 @@ class RunSettings:
         of the plan from ``task_property``; then print what its tasks printed, failed or
         not."""
         if self.context is None:
-            tag = job.group.replace(",", ";")
+            tag = job.tag
             self.spark.addTag(tag)
             try:
                 yield
             finally:
                 self.spark.removeTag(tag)
             return
-        self.context.setJobGroup(job.group, job.description)
+        tagged = self.caller_group is not None
+        if tagged:  # the caller's group and its interruptOnCancel stay: its cancel reaches
+            self.context.addJobTag(job.tag)
+            self.context.setLocalProperty(DESCRIPTION, job.description)
+        else:
+            self.context.setJobGroup(job.group, job.description)
         self.context.setLocalProperty(EPOCH_PROPERTY, task_property)
         try:
-            yield  # the next epoch overwrites both; the run's end puts the thread's back
+            yield  # the next epoch overwrites these; the run's end puts the thread's back
         finally:
+            if tagged:
+                self.context.removeJobTag(job.tag)
             if self.relay is not None:
                 self.relay.relay()
 

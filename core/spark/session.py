@@ -59,10 +59,19 @@ def check_worker_python() -> None:
 
 
 def active_or_local_session(
-    spark: SparkSession | None = None, master: str | None = None, spark_ui: bool = False
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    spark_ui: bool = False,
+    app_name: str = "flintlock",
 ) -> tuple[SparkSession, bool]:
-    """The given or active session, or a new quiet local one; True if flintlock owns it.
-    ``spark_ui`` turns Spark's web UI on in a new one (on loopback, from port 4040)."""
+    """The given or active session, or a new one; True if flintlock owns it.
+
+    A new one takes Spark's configuration as it is where Spark was configured outside
+    flintlock: under ``spark-submit`` (which started the JVM: its master, name and
+    settings stand) or where ``PYSPARK_SUBMIT_ARGS``, ``spark-defaults.conf`` or
+    ``MASTER`` names a master. Otherwise it is a quiet local one (``local[<cores>]``),
+    named ``app_name``; ``spark_ui`` turns Spark's web UI on in it (on loopback, from
+    port 4040). A ``master`` that differs from the configured one is refused."""
     from pyspark.sql import SparkSession
 
     if spark is not None:
@@ -70,29 +79,67 @@ def active_or_local_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         running = active.conf.get("spark.master", None)
-        if master is not None and master != running:
-            raise SparkSetupError(
-                f"a SparkSession on master {running} is already active and cannot move to "
-                f"{master}: leave the master out to use it, or stop it first"
-            )
+        _check_same_master(master, running, "a SparkSession on master {running} is already active")
         return active, False
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     check_worker_python()
-    cores = os.cpu_count() or 2
-    builder = (
-        SparkSession.builder.master(master or f"local[{cores}]")
-        .appName("flintlock")
-        .config("spark.ui.enabled", "true" if spark_ui else "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.driver.memory", os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", driver_java_options())
-    )
-    launch_quiet_gateway(builder._options)
+    if under_spark_submit():
+        configured = _configured_master(None)
+        _check_same_master(master, configured, "spark-submit started this driver on {running}")
+        return SparkSession.builder.getOrCreate(), True
+    options = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "true" if spark_ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "ERROR",
+        "spark.driver.memory": os.environ.get("FLINTLOCK_DRIVER_MEMORY", "2g"),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.extraJavaOptions": driver_java_options(),
+    }
+    launch_quiet_gateway(options)
+    configured = _configured_master(SPARK_DEFAULT_MASTER)
+    _check_same_master(master, configured, "Spark's configuration names the master {running}")
+    builder = SparkSession.builder.config(map=options)
+    if configured is None:
+        builder = builder.master(master or f"local[{os.cpu_count() or 2}]")
     return builder.getOrCreate(), True
+
+
+SPARK_DEFAULT_MASTER = "local[*]"
+"""The master spark-submit gives a JVM when nothing names one."""
+
+
+def under_spark_submit() -> bool:
+    """True if ``spark-submit`` (or the ``pyspark`` shell) started this Python and its
+    JVM, whose configuration is the user's: PySpark connects to that JVM."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _configured_master(default: str | None) -> str | None:
+    """The master the running JVM was configured with (spark-submit's ``--master``,
+    ``PYSPARK_SUBMIT_ARGS``, ``spark-defaults.conf``, ``MASTER``); None if none or only
+    spark-submit's ``default``."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is None:
+        from pyspark.java_gateway import launch_gateway
+
+        SparkContext._ensure_initialized(gateway=launch_gateway())
+    gateway = SparkContext._gateway
+    assert gateway is not None
+    running = gateway.jvm.java.lang.System.getProperty("spark.master")
+    return None if running is None or running == default else str(running)
+
+
+def _check_same_master(wanted: str | None, running: str | None, where: str) -> None:
+    """Refuse a ``master`` argument that differs from the master Spark already has."""
+    if wanted is not None and running is not None and wanted != running:
+        raise SparkSetupError(
+            f"{where.format(running=running)} and cannot move to {wanted}: leave the "
+            f"master out to use it, or stop it first"
+        )
 
 
 JAVA_OPTIONS_ENV = "FLINTLOCK_DRIVER_JAVA_OPTIONS"

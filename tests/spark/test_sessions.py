@@ -40,6 +40,9 @@ def test_an_embedded_session_is_started_and_stopped(tmp_path: Path) -> None:
         "table = env.from_collection([{'v': i} for i in range(5)]).collect('embedded')\n"
         "print('ROWS', sorted(table.column('v').to_pylist()))\n"
         "print('ACTIVE AFTER', SparkSession.getActiveSession())\n"
+        "env.from_collection([{'v': 1}]).print()\n"
+        "app = lambda _: print('APP', SparkSession.getActiveSession().sparkContext.appName)\n"
+        "env.execute('named-job', progress=app)\n"
     )
     done = subprocess.run(
         [sys.executable, str(job)], capture_output=True, text=True, timeout=300, cwd=tmp_path
@@ -47,6 +50,7 @@ def test_an_embedded_session_is_started_and_stopped(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ROWS [0, 1, 2, 3, 4]" in done.stdout
     assert "ACTIVE AFTER None" in done.stdout
+    assert "APP named-job" in done.stdout  # the application is named after the job
 
 
 def test_the_embedded_sessions_driver_gets_the_users_java_options_after_the_quiet_log(

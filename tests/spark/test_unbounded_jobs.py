@@ -3,6 +3,7 @@ savepoints, triggers, and a driver killed between epochs (issue 14)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import OrderedDict
@@ -13,7 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 import unbounded_jobs
 from pyspark import cloudpickle
-from unbounded_jobs import FAR, KEYS, build, committed_rows, wait_for_epochs
+from unbounded_jobs import (
+    FAR,
+    KEYS,
+    SlowRunningSum,
+    build,
+    committed_rows,
+    epoch_under_way,
+    wait_for_epochs,
+)
 
 from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
@@ -89,7 +98,9 @@ def test_stop_resume_and_drain_equal_one_pass(spark: Any, tmp_path: Path) -> Non
     wait_for_epochs(client, 2, after_run=stopped.run_id)  # two epochs of the new run
     drained_at = client.stop(drain=True)
     drained = client.result()
-    assert drained.status == "STOPPED" and drained.savepoint_path == drained_at
+    # the input ended: FINISHED, as Flink reports a drained stop-with-savepoint
+    assert drained.status == "FINISHED" and drained.savepoint_path == drained_at
+    assert client.status()["status"] == "FINISHED"
 
     rows, timers = data_and_timer_rows(committed_rows(base))
     ids = sorted(r["id"] for r in rows)
@@ -103,6 +114,34 @@ def test_stop_resume_and_drain_equal_one_pass(spark: Any, tmp_path: Path) -> Non
     per_task = {task for task, call in finished if call[0] == "operator_finish"}
     assert len(per_task) == 4  # 2 source + 2 keyed subtasks
     assert sum(1 for _, call in finished if call[0] == "function_finish") == 2
+
+
+def test_a_stop_asked_during_an_epoch_is_taken_at_that_epochs_end(
+    spark: Any, tmp_path: Path
+) -> None:
+    """As Flink's stop-with-savepoint: the savepoint is the checkpoint of the epoch during
+    which the stop was asked, with no further epoch (no extra normal checkpoint)."""
+    base = str(tmp_path)
+    client = build(spark, base, per_epoch=20, function=SlowRunningSum()).execute_async("late")
+    during = epoch_under_way("late", first=2)
+    savepoint = client.stop()
+    stopped = client.result()
+    assert Path(savepoint).name.startswith(f"savepoint-{during}-")
+    assert stopped.status == "STOPPED" and stopped.savepoint_path == savepoint
+    assert stopped.epochs == during  # epochs 1..during, the last one the savepoint
+    checkpoints = Path(base, "chk", "late", "checkpoints")
+    metadata = json.loads(Path(checkpoints, f"chk-{during}", "_metadata.json").read_text())
+    assert metadata["kind"] == "savepoint" and metadata["savepoint"] == savepoint
+    assert not Path(checkpoints, f"chk-{during + 1}").exists()
+    assert Path(savepoint, "_metadata.json").is_file()
+    assert sorted(r["id"] for r in committed_rows(base)) == list(range(20 * during))
+
+    # the savepoint restores: the next epoch reads on from where it stopped
+    resumed = build(spark, base, per_epoch=20).execute(
+        "late", restore_from=savepoint, trigger=EpochTrigger.once()
+    )
+    assert resumed.epochs == 1
+    assert sorted(r["id"] for r in committed_rows(base)) == list(range(20 * (during + 1)))
 
 
 def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
@@ -193,12 +232,12 @@ def test_the_cli_shows_status_takes_a_savepoint_and_stops_with_drain(
     assert main(["stop", "cli job", "--checkpoint-dir", f"{base}/chk", "--drain"]) == 0
     drained = capsys.readouterr().out.strip()
     result = client.result()
-    assert (result.status, result.savepoint_path) == ("STOPPED", drained)
+    assert (result.status, result.savepoint_path) == ("FINISHED", drained)
     rows, timers = data_and_timer_rows(committed_rows(base))
     assert sorted(r["id"] for r in rows) == list(range(300 * result.epochs))
     assert len(timers) == KEYS
     assert main(["status", folder]) == 0
-    assert "STOPPED" in capsys.readouterr().out
+    assert "FINISHED" in capsys.readouterr().out  # a drain ends the input
     assert main(["stop", "no-such-job", "--checkpoint-dir", f"{base}/chk", "--timeout", "0.2"]) == 1
     assert "there is no job 'no-such-job'" in capsys.readouterr().err
     assert not (tmp_path / "chk" / "no-such-job").exists()

@@ -24,6 +24,7 @@ from flintlock import FlintlockError, KeyedProcessFunction, ValueStateDescriptor
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.job.client import JobClient
+from flintlock.core.spark.job_group import running_epoch
 from flintlock.sinks.files import FileSink
 
 KEYS = 5
@@ -50,6 +51,27 @@ class RunningSumUntilTheEnd(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
         out.collect({"k": ctx.get_current_key(), "id": -1, "total": self.total.value()})
+
+
+class SlowRunningSum(RunningSumUntilTheEnd):
+    """RunningSumUntilTheEnd taking 0.1 s a row: an epoch of 20 rows runs a second or
+    more, long enough to ask for something while it runs."""
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        time.sleep(0.1)
+        super().process_element(value, ctx, out)
+
+
+def epoch_under_way(job_name: str, first: int, timeout: float = 180.0) -> int:
+    """The epoch (checkpoint id) of ``job_name`` that runs now, once it is at least
+    ``first`` and its Spark action has run 0.3 s (this process runs the job)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = running_epoch(job_name)
+        if job is not None and job.epoch >= first and time.monotonic() - job.started > 0.3:
+            return job.epoch
+        time.sleep(0.02)
+    raise AssertionError(f"no epoch >= {first} of {job_name} ran in {timeout} s")
 
 
 class SavepointCommitFailsOnce(FileSink):

@@ -1,0 +1,63 @@
+"""A caller's cancel reaches a running job: each epoch's Spark job runs in the job group
+the caller set around ``execute()``, so ``cancelJobGroup`` ends it early as JobCanceled,
+recorded CANCELED."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flintlock import StreamExecutionEnvironment
+from flintlock.core.job.client import JobClient
+from flintlock.core.job_errors import JobCanceled
+from flintlock.core.spark.job_group import running_epoch
+
+ELEMENTS = 200
+SLEEP = 0.5
+"""Seconds each element takes: the job would run 50 s on two subtasks."""
+
+
+def slow(value: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(SLEEP)
+    return value
+
+
+def cancel_when_running(
+    spark: Any, group: str, job_name: str, canceled_at: list[float]
+) -> threading.Thread:
+    """A thread that cancels ``group`` once the job's epoch has run two seconds."""
+
+    def cancel() -> None:
+        deadline = time.monotonic() + 120
+        while running_epoch(job_name) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2.0)
+        canceled_at.append(time.monotonic())
+        spark.sparkContext.cancelJobGroup(group)
+
+    thread = threading.Thread(target=cancel, name="caller-cancel")
+    thread.start()
+    return thread
+
+
+def test_the_callers_job_group_cancel_ends_the_job_as_canceled(spark: Any, tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment(parallelism=2, checkpoint_dir=str(tmp_path))
+    env.from_collection([{"v": i} for i in range(ELEMENTS)]).map(slow).print()
+    context = spark.sparkContext
+    context.setJobGroup("caller-group", "the caller's work", interruptOnCancel=True)
+    canceled_at: list[float] = []
+    canceler = cancel_when_running(spark, "caller-group", "slow", canceled_at)
+    try:
+        with pytest.raises(JobCanceled, match=r"job 'slow' .* was canceled: .*caller-group"):
+            env.execute("slow")
+    finally:
+        canceler.join()
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.interruptOnCancel", None)
+    assert time.monotonic() - canceled_at[0] < 15  # at the cancel, not at its end (50 s)
+    assert context.getLocalProperty("spark.jobGroup.id") is None
+    assert JobClient(str(tmp_path), "slow").status()["status"] == "CANCELED"
