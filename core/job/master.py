@@ -186,8 +186,7 @@ class JobMaster(JobResults):
             log.check_resumable(latest.checkpoint_id if latest else None, "this start")
 
     def next_checkpoint_id(self, latest: CompletedCheckpoint | None) -> int:
-        """The id of a run's first checkpoint: above every id used (completed, committed or
-        fenced): an id is published once."""
+        """A run's first checkpoint id: above every id used (completed, committed, fenced)."""
         highest = self.coordinator.highest_id()
         return max(highest, latest.checkpoint_id if latest is not None else 0) + 1
 
