@@ -139,7 +139,7 @@ def _runs_section(report: RunReport) -> str:
         return "<h2>Runs</h2>" + _none("no run recorded")
     rows = []
     for number, run in enumerate(report.runs, 1):
-        done = ", ".join(f"chk-{c}" for c in run.checkpoints) or "none"
+        done = checkpoint_ranges(run.checkpoints) or "none"
         restored = "-" if run.restored_from is None else f"chk-{run.restored_from}"
         failure = run.failure
         ended = "-"
@@ -150,6 +150,17 @@ def _runs_section(report: RunReport) -> str:
         rows.append((number, run.run_id, _when(run.started), restored, done, ended))
     headers = ("#", "run", "started", "restored from", "checkpoints completed", "failure")
     return "<h2>Runs</h2>" + table(headers, rows, "runs")
+
+
+def checkpoint_ranges(checkpoints: list[int]) -> str:
+    """ "chk-1..chk-120, chk-122": consecutive checkpoints as one range each."""
+    ranges: list[list[int]] = []
+    for checkpoint_id in sorted(checkpoints):
+        if ranges and checkpoint_id == ranges[-1][-1] + 1:
+            ranges[-1].append(checkpoint_id)
+        else:
+            ranges.append([checkpoint_id])
+    return ", ".join(f"chk-{r[0]}" if len(r) == 1 else f"chk-{r[0]}..chk-{r[-1]}" for r in ranges)
 
 
 def _graph_section(report: RunReport) -> str:
