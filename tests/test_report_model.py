@@ -28,7 +28,7 @@ from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import InputEdge, JobGraph, Transformation, build_job_graph
 from flintlock.report import job_report
 from flintlock.report.model import GANTT_PHASES
-from flintlock.report.page import PAGE_ROWS, render_page
+from flintlock.report.page import render_page
 from flintlock.testing import OneInputHarness
 
 INVOKE_ORDER = [
@@ -467,6 +467,8 @@ def test_a_failed_epochs_label_is_drawn_last_above_the_bars(tmp_path: Path) -> N
 
 
 def test_long_tables_are_paged_with_every_row_in_the_page(tmp_path: Path) -> None:
+    from flintlock.report.page import PAGE_ROWS
+
     folder = folder_at(tmp_path)
     log = RunLog(folder, graph())
     for checkpoint_id in range(1, 61):
