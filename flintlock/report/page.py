@@ -64,8 +64,10 @@ for (const table of document.querySelectorAll("table.paged")) {
     rows.forEach((row, i) => { row.hidden = page >= 0 && Math.floor(i / size) !== page; });
     status.textContent = page < 0 ? `all ${rows.length} rows`
       : `rows ${page * size + 1}-${Math.min((page + 1) * size, rows.length)} of ${rows.length}`;
-    first.disabled = previous.disabled = page <= 0;
-    next.disabled = last.disabled = page < 0 || page >= pages - 1;
+    first.disabled = page === 0;
+    previous.disabled = page <= 0;
+    next.disabled = page < 0 || page >= pages - 1;
+    last.disabled = page === pages - 1;
   };
   table.before(bar);
   show(0);
