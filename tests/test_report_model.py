@@ -465,6 +465,7 @@ def test_a_failed_epochs_label_is_drawn_last_above_the_bars(tmp_path: Path) -> N
     )
     bar_tops = [float(top) for patch, top in patches if patch != "patch_1"]  # 1: the figure
     assert len(bar_tops) > 3 and min(bar_tops) >= frame_top
+    assert ">run 1</text>" in epochs and ">run 2</text>" in epochs  # as the runs table says
 
 
 def test_long_tables_are_paged_with_every_row_in_the_page(tmp_path: Path) -> None:

@@ -99,8 +99,11 @@ def graph_chart(layout: Layout) -> str:
     return to_svg(figure)
 
 
-def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
-    """Each epoch's duration as a bar (by checkpoint id, one colour per run), its rows on
+def epochs_chart(
+    epochs: list[Epoch], failed_at: list[int], run_numbers: dict[str, int] | None = None
+) -> str:
+    """Each epoch's duration as a bar (by checkpoint id, one colour per run, named by its
+    number in ``run_numbers`` as the runs table and the graph name it), its rows on
     a second axis; red lines where a run failed (the epoch it failed in), labelled above
     the plot, where no bar or line of a later run can cover the label."""
     plt = load_pyplot()
@@ -113,7 +116,7 @@ def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
             [e.checkpoint_id for e in mine],
             [e.seconds for e in mine],
             color=colors(index % 10),
-            label=f"run {run}",
+            label=f"run {(run_numbers or {}).get(run, run)}",
         )
     for checkpoint_id in failed_at:
         axes.axvline(checkpoint_id, color="red", linestyle="--")

@@ -214,7 +214,8 @@ def _epochs_section(report: RunReport) -> str:
     if not report.epochs:
         return "<h2>Epochs</h2>" + _none("no epoch completed")
     failed_at = [f.checkpoint_id for f in report.failures if f.checkpoint_id is not None]
-    chart = _chart(charts.epochs_chart(report.epochs, failed_at))
+    numbers = {run.run_id: number for number, run in enumerate(report.runs, 1)}
+    chart = _chart(charts.epochs_chart(report.epochs, failed_at, numbers))
     rows = (
         (
             f"chk-{e.checkpoint_id}",
