@@ -228,7 +228,7 @@ def test_without_watermarks_or_metrics_the_page_says_so(tmp_path: Path) -> None:
     report = job_report(folder.path)
     assert not report.has_watermarks and report.metrics == {}
     page = render_page(report)
-    assert "no watermarks recorded" in page and "no metrics recorded" in page
+    assert "This job has no event time" in page and "no metrics recorded" in page
     assert "no failure recorded" in page
 
 
@@ -286,7 +286,7 @@ def test_the_page_fetches_nothing_and_names_every_vertex(tmp_path: Path) -> None
     folder = folder_at(tmp_path)
     write_two_runs(folder)
     page = render_page(job_report(folder.path))
-    for forbidden in ("<script", "<link", "@import", "src="):
+    for forbidden in ("<script src", "<link", "@import", "src="):
         assert forbidden not in page
     # only references inside the page: the SVG's own markers and clip paths
     assert re.findall(r"url\((?!#)|href=\"(?!#)", page) == []
@@ -358,3 +358,135 @@ def test_with_no_run_log_the_graph_comes_from_the_latest_checkpoint(tmp_path: Pa
         ("sum -> out", ["sum", "out"]),
     ]
     assert "no epoch completed" in render_page(report)
+
+
+def sized_graph(parallelism: int, with_filter: bool = False) -> JobGraph:
+    """numbers -> hash -> sum -> out at ``parallelism``; optionally a filter after the sum
+    (another shape of the job)."""
+    source = Transformation(0, "numbers", lambda: None, parallelism, is_source=True)
+    summing = Transformation(1, "sum", lambda: None, parallelism, [InputEdge(0, 1, hash_by("k"))])
+    tail = [Transformation(2, "out", lambda: None, parallelism, [InputEdge(1, 1)], is_sink=True)]
+    if with_filter:
+        tail = [
+            Transformation(2, "big", lambda: None, parallelism, [InputEdge(1, 1)]),
+            Transformation(3, "out", lambda: None, parallelism, [InputEdge(2, 1)], is_sink=True),
+        ]
+    return build_job_graph([source, summing, *tail])
+
+
+def test_a_restore_at_another_parallelism_shows_each_runs_parallelism(tmp_path: Path) -> None:
+    """Runs 1 and 2 at parallelism 2, run 3 restored at 4: one graph, each vertex's
+    parallelism per run; run 4 with a filter added: a second graph for its own shape."""
+    folder = folder_at(tmp_path)
+    for number, parallelism in enumerate((2, 2, 4), 1):
+        RunLog(folder, sized_graph(parallelism)).record_run(f"run{number}")
+    report = job_report(folder.path)
+    (layout,) = report.layouts
+    assert layout.runs == [1, 2, 3]
+    assert [layout.parallelism_text(v) for v in layout.vertices] == ["2 (runs 1, 2), 4 (run 3)"] * 2
+    assert [v.parallelism for v in report.vertices] == [4, 4]  # the newest run's
+    page = render_page(report)
+    vertices = page.split('<table id="vertices">', 1)[1].split("</table>", 1)[0]
+    assert vertices.count("<td>2 (runs 1, 2), 4 (run 3)</td>") == 2
+    assert page.count(">one-input, parallelism 2 (runs 1, 2), 4 (run 3)</text>") == 1  # drawn
+    assert "<th>#</th><th>run</th>" in page  # the run numbers the graph names
+
+    RunLog(folder, sized_graph(4, with_filter=True)).record_run("run4")
+    report = job_report(folder.path)
+    assert [(layout.runs, [v.name for v in layout.vertices]) for layout in report.layouts] == [
+        ([1, 2, 3], ["numbers", "sum -> out"]),
+        ([4], ["numbers", "sum -> big -> out"]),  # the newest shape last: #vertices, #edges
+    ]
+    page = render_page(report)
+    assert "<h3>Runs 1, 2, 3</h3>" in page and "<h3>Run 4</h3>" in page
+    assert (
+        page.index('id="vertices-1"') < page.index("<h3>Run 4</h3>") < page.index('id="vertices"')
+    )
+    assert ">big</text>" in page and "<td>2 (runs 1, 2), 4 (run 3)</td>" in page
+
+
+def test_a_job_without_event_time_says_so_in_one_line(tmp_path: Path) -> None:
+    """A bounded job without event time records "none yet" every epoch and MAX_WATERMARK
+    at the end of its input: no chart, no table of "-", no watermark metric column."""
+    folder = folder_at(tmp_path)
+    log = RunLog(folder, graph())
+    none_yet = {"numbers": None, "sum -> out": None}
+    for checkpoint_id in range(1, 121):
+        final = checkpoint_id == 120
+        checkpoint = completed(checkpoint_id, "r", [1, 1, 1, 1])
+        for ack in checkpoint.acknowledgements:
+            ack["metrics"] = {"numRecordsOut": 1, "currentInputWatermark": 2**63 - 1}
+            if not final:
+                ack["metrics"].pop("currentInputWatermark")  # None: not numeric, not kept
+        ended = dict.fromkeys(none_yet, 2**63 - 1)
+        figures = {"final": final, "watermarks": ended if final else none_yet}
+        log.record_epoch(plan("r", checkpoint_id, None, final), checkpoint, figures)
+    report = job_report(folder.path)
+    assert not report.has_watermarks
+    page = render_page(report)
+    section = page.split("<h2>Watermarks</h2>", 1)[1].split("<h2>", 1)[0]
+    assert section == (
+        '<p class="none">This job has no event time: none of its epochs recorded a watermark.</p>\n'
+    )
+    assert 'id="watermarks"' not in page
+    metrics = page.split('<table id="metrics"', 1)[1].split("</table>", 1)[0]
+    assert "<th>numRecordsOut</th>" in metrics and "atermark" not in metrics
+    assert "<td>-</td>" not in metrics and "end of input" not in metrics
+    runs = page.split('<table id="runs"', 1)[1].split("</table>", 1)[0]
+    assert "<td>chk-1..chk-120</td>" in runs  # not 120 names in one cell
+
+
+def svg_number(text: str, pattern: str) -> float:
+    match = re.search(pattern, text)
+    assert match, pattern
+    return float(match.group(1))
+
+
+def test_a_failed_epochs_label_is_drawn_last_above_the_bars(tmp_path: Path) -> None:
+    """Run A failed in chk-2, run B completed chk-2: its bar stands where run A failed.
+    The label goes above the plot frame, after every bar and line in the SVG."""
+    folder = folder_at(tmp_path)
+    write_two_runs(folder)
+    page = render_page(job_report(folder.path))
+    epochs = page.split("<h2>Epochs</h2>", 1)[1].split("</svg>", 1)[0]
+    label = re.findall(r"<text [^>]*>[^<]*failed</text>[\s\S]*", epochs)[-1]
+    assert re.match(r"<text [^>]*>failed</text>\s*</g>\s*</g>\s*</g>\s*<defs>", label)
+    assert '<g id="failed-chk-2">' in epochs  # the browser test finds it by this id
+    frame_top = svg_number(
+        epochs,
+        r'<g id="patch_2">\s*<path d="M [\d.]+ [\d.]+ \s*L [\d.]+ '
+        r"[\d.]+ \s*L [\d.]+ ([\d.]+)",
+    )
+    baseline = svg_number(label, r' y="([\d.]+)"')
+    assert baseline < frame_top  # above the plot: no bar, line or point reaches it
+    patches = re.findall(
+        r'<g id="(patch_\d+)">\s*<path d="M [\d.]+ [\d.]+ \s*L [\d.]+ [\d.]+ \s*L [\d.]+ ([\d.]+)',
+        epochs,
+    )
+    bar_tops = [float(top) for patch, top in patches if patch != "patch_1"]  # 1: the figure
+    assert len(bar_tops) > 3 and min(bar_tops) >= frame_top
+    assert ">run 1</text>" in epochs and ">run 2</text>" in epochs  # as the runs table says
+
+
+def test_long_tables_are_paged_with_every_row_in_the_page(tmp_path: Path) -> None:
+    from flintlock.report.page import PAGE_ROWS
+
+    folder = folder_at(tmp_path)
+    log = RunLog(folder, graph())
+    for checkpoint_id in range(1, 61):
+        figures = {"watermarks": {"numbers": 1000 * checkpoint_id, "sum -> out": None}}
+        log.record_epoch(
+            plan("r", checkpoint_id, None), completed(checkpoint_id, "r", [1] * 4), figures
+        )
+    page = render_page(job_report(folder.path))
+    for name, rows in (("epochs", 60), ("watermarks", 120), ("phases", 60 * 4)):
+        opening = f'<table id="{name}" class="paged" data-page-rows="{PAGE_ROWS}">'
+        assert opening in page, name
+        assert page.split(opening, 1)[1].split("</table>", 1)[0].count("<tr><td>") == rows
+    runs = page.split('<table id="runs"', 1)[1].split(">", 1)[0]
+    assert "paged" not in runs  # one run: a short table stays as it is
+    phases = page.split('<table id="phases"', 1)[1].split("</table>", 1)[0]
+    assert "<th>checkpoint</th><th>task</th><th>subtask</th><th>setup ms</th>" in phases
+    assert "The newest 48 of 240 subtask rows" in page
+    (script,) = re.findall(r"<script[^>]*>", page)
+    assert script == "<script>"  # inline: nothing fetched

@@ -7,10 +7,17 @@ Each function returns one ``<svg>`` element as a string, ready to inline in the 
 from __future__ import annotations
 
 import io
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from flintlock.core.events import MAX_TIMESTAMP
-from flintlock.report.model import GANTT_PHASES, Edge, Epoch, PhaseSpan, Vertex
+from flintlock.report.model import (
+    GANTT_PHASES,
+    Epoch,
+    Layout,
+    PhaseSpan,
+    Vertex,
+    watermark_value,
+)
 from flintlock.sinks.optional import require
 
 if TYPE_CHECKING:
@@ -46,9 +53,11 @@ def to_svg(figure: Figure) -> str:
     return text[text.index("<svg") :]
 
 
-def graph_chart(vertices: list[Vertex], edges: list[Edge]) -> str:
-    """Vertices as boxes by stage (left to right), edges as arrows named by partitioner."""
+def graph_chart(layout: Layout) -> str:
+    """Vertices as boxes by stage (left to right), each with its parallelism in every run
+    of the layout; edges as arrows named by partitioner."""
     plt = load_pyplot()
+    vertices, edges = layout.vertices, layout.edges
     stages: dict[int, list[Vertex]] = {}
     for vertex in vertices:
         stages.setdefault(vertex.stage, []).append(vertex)
@@ -71,7 +80,7 @@ def graph_chart(vertices: list[Vertex], edges: list[Edge]) -> str:
         axes.text((x0 + x1) / 2, (y0 + y1) / 2 + 0.12, label, ha="center", fontsize=7)
     for vertex in vertices:
         x, y = where[vertex.id]
-        kind = f"{vertex.task_type}, parallelism {vertex.parallelism}"
+        kind = f"{vertex.task_type}, parallelism {layout.parallelism_text(vertex)}"
         text = "\n".join([*vertex.operators, kind])
         axes.text(
             x,
@@ -90,9 +99,13 @@ def graph_chart(vertices: list[Vertex], edges: list[Edge]) -> str:
     return to_svg(figure)
 
 
-def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
-    """Each epoch's duration as a bar (by checkpoint id, one colour per run), its rows on
-    a second axis; red lines where a run failed (the epoch it failed in)."""
+def epochs_chart(
+    epochs: list[Epoch], failed_at: list[int], run_numbers: dict[str, int] | None = None
+) -> str:
+    """Each epoch's duration as a bar (by checkpoint id, one colour per run, named by its
+    number in ``run_numbers`` as the runs table and the graph name it), its rows on
+    a second axis; red lines where a run failed (the epoch it failed in), labelled above
+    the plot, where no bar or line of a later run can cover the label."""
     plt = load_pyplot()
     figure, axes = plt.subplots(figsize=(8, 3))
     runs = list(dict.fromkeys(epoch.run_id for epoch in epochs))
@@ -103,11 +116,10 @@ def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
             [e.checkpoint_id for e in mine],
             [e.seconds for e in mine],
             color=colors(index % 10),
-            label=f"run {run}",
+            label=f"run {(run_numbers or {}).get(run, run)}",
         )
     for checkpoint_id in failed_at:
         axes.axvline(checkpoint_id, color="red", linestyle="--")
-        axes.text(checkpoint_id, 0, " failed", color="red", rotation=90, va="bottom")
     axes.xaxis.set_major_locator(integer_ticks())
     axes.set_xlabel("checkpoint (epoch)")
     axes.set_ylabel("seconds")
@@ -115,6 +127,20 @@ def epochs_chart(epochs: list[Epoch], failed_at: list[int]) -> str:
     rows.plot([e.checkpoint_id for e in epochs], [e.rows for e in epochs], "k.-", label="rows")
     rows.set_ylabel("rows read")
     axes.legend(loc="upper left", fontsize=8)
+    for checkpoint_id, count in sorted(Counter(failed_at).items()):
+        label = "failed" if count == 1 else f"failed {count} times"
+        rows.text(  # the twin axes draws last: its text is on top of everything
+            checkpoint_id,
+            1.01,
+            label,
+            transform=rows.get_xaxis_transform(),
+            color="red",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            clip_on=False,
+            gid=f"failed-chk-{checkpoint_id}",
+        )
     return to_svg(figure)
 
 
@@ -142,21 +168,6 @@ def integer_ticks() -> Any:
     """At most ten ticks on whole numbers (checkpoint ids)."""
     ticker = require("matplotlib.ticker", "report", "flintlock report")
     return ticker.MaxNLocator(nbins=10, integer=True)
-
-
-def watermark_value(value: Any) -> float | None:
-    """A watermark as a number: itself, or the lowest of a per-subtask mapping or list;
-    None for none yet and for MAX_WATERMARK (the input ended: nothing to plot)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return None if value >= MAX_TIMESTAMP else float(value)
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        numbers = [v for v in (watermark_value(item) for item in value) if v is not None]
-        return min(numbers) if numbers else None
-    return None
 
 
 def gantt_chart(spans: list[PhaseSpan]) -> str:

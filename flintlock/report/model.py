@@ -7,12 +7,13 @@ and, for jobs that ran before the log existed, the latest checkpoint's metadata.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flintlock.core.checkpoint.coordinator import METADATA
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.reader import list_checkpoints
+from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.core.job.run_log import read_log
 
 GANTT_PHASES = ("setup", "initialize_state", "open", "run", "finish", "snapshot", "close")
@@ -40,6 +41,35 @@ class Edge:
     partitioner: str
     input: int = 1
     side_output: str | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One shape of the job graph (vertices and edges, parallelism aside), the runs that
+    had it (numbered from 1 in start order) and each vertex's parallelism in each of them:
+    a restore at another parallelism keeps the shape and changes the parallelism."""
+
+    runs: list[int]
+    vertices: list[Vertex]
+    """As the newest of ``runs`` had them."""
+    edges: list[Edge]
+    parallelism: dict[int, dict[int, int]]
+    """vertex id -> run number -> the vertex's parallelism in that run."""
+
+    def parallelism_text(self, vertex: Vertex) -> str:
+        """ "2" when every run had the same, else each value and its runs:
+        "2 (runs 1, 2), 4 (run 3)"."""
+        runs_of: dict[int, list[int]] = {}
+        for run, parallelism in self.parallelism.get(vertex.id, {}).items():
+            runs_of.setdefault(parallelism, []).append(run)
+        if len(runs_of) <= 1:
+            return str(vertex.parallelism)
+        return ", ".join(f"{p} ({runs_text(runs)})" for p, runs in runs_of.items())
+
+
+def runs_text(runs: list[int]) -> str:
+    """ "run 3" or "runs 1, 2"."""
+    return ("run " if len(runs) == 1 else "runs ") + ", ".join(map(str, runs))
 
 
 @dataclass(frozen=True)
@@ -110,7 +140,9 @@ class RunReport:
     folder: str
     status: str | None
     vertices: list[Vertex] = field(default_factory=list)
+    """The newest run's graph (with its parallelism); ``layouts`` has every run's."""
     edges: list[Edge] = field(default_factory=list)
+    layouts: list[Layout] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     epochs: list[Epoch] = field(default_factory=list)
     phases: list[PhaseSpan] = field(default_factory=list)
@@ -120,12 +152,28 @@ class RunReport:
 
     @property
     def has_watermarks(self) -> bool:
-        """True when any epoch recorded a vertex's watermark (not only "none yet")."""
+        """True when any epoch recorded an event-time watermark: a job without event time
+        records "none yet" every epoch and, at the end of a bounded input, MAX_WATERMARK."""
         return any(
-            value is not None
+            watermark_value(value) is not None
             for epoch in self.epochs
             for value in (epoch.watermarks or {}).values()
         )
+
+
+def watermark_value(value: Any) -> float | None:
+    """A watermark as a number: itself, or the lowest of a per-subtask mapping or list;
+    None for none yet and for MAX_WATERMARK (the input ended: nothing to plot)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if value >= MAX_TIMESTAMP else float(value)
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        numbers = [v for v in (watermark_value(item) for item in value) if v is not None]
+        return min(numbers) if numbers else None
+    return None
 
 
 def read_report(folder: JobFolder) -> RunReport:
@@ -138,10 +186,13 @@ def read_report(folder: JobFolder) -> RunReport:
         folder=folder.path,
         status=record.status if record is not None else None,
     )
-    graph = log["runs"][-1]["graph"] if log["runs"] else _graph_of_latest_checkpoint(folder)
-    if graph:
-        report.vertices = [Vertex(**v) for v in graph["vertices"]]
-        report.edges = [Edge(**e) for e in graph["edges"]]
+    graphs = [(number, run.get("graph")) for number, run in enumerate(log["runs"], 1)]
+    if not log["runs"]:
+        graphs = [(0, _graph_of_latest_checkpoint(folder))]
+    report.layouts = layouts_of([(number, graph) for number, graph in graphs if graph])
+    if report.layouts:
+        report.vertices = report.layouts[-1].vertices
+        report.edges = report.layouts[-1].edges
     sources = tuple(
         v.name for v in report.vertices if not any(e.target == v.id for e in report.edges)
     )
@@ -154,6 +205,29 @@ def read_report(folder: JobFolder) -> RunReport:
     report.failures = [failure_of(entry) for entry in log["failures"]]
     report.runs = [run_of(run, log["epochs"], report.failures) for run in log["runs"]]
     return report
+
+
+def layouts_of(graphs: list[tuple[int, dict[str, Any]]]) -> list[Layout]:
+    """The distinct graph shapes of the runs (run number, graph; 0 for a graph that no
+    run recorded), in the order they first ran but the newest run's shape last; each
+    vertex's parallelism in each run."""
+    shapes: dict[str, list[tuple[int, list[Vertex], list[Edge]]]] = {}
+    for number, graph in graphs:
+        vertices = [Vertex(**v) for v in graph["vertices"]]
+        edges = [Edge(**e) for e in graph["edges"]]
+        shape = repr(([replace(v, parallelism=0) for v in vertices], edges))
+        shapes.setdefault(shape, []).append((number, vertices, edges))
+    layouts = []
+    for runs in shapes.values():
+        _, vertices, edges = runs[-1]
+        parallelism: dict[int, dict[int, int]] = {}
+        for number, run_vertices, _ in runs:
+            for vertex in run_vertices:
+                parallelism.setdefault(vertex.id, {})[number] = vertex.parallelism
+        numbers = [number for number, _, _ in runs]
+        layouts.append(Layout(numbers, vertices, edges, parallelism))
+    newest = graphs[-1][0] if graphs else None
+    return sorted(layouts, key=lambda layout: newest in layout.runs)
 
 
 def run_of(run: dict[str, Any], epochs: list[dict[str, Any]], failures: list[Failure]) -> Run:

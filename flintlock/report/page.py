@@ -1,7 +1,9 @@
-"""The report as one self-contained HTML page: inline CSS and SVG, no script, no link.
+"""The report as one self-contained HTML page: inline CSS, SVG and script, no link.
 
 A browser opening it fetches nothing: every chart is inlined matplotlib SVG and every
-figure is also a plain table, so it reads without the charts too.
+figure is also a plain table, so it reads without the charts too. Tables longer than
+``PAGE_ROWS`` hold every row and show one page of them at a time (``PAGER``, a small
+inline script; without script every row shows).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from html import escape
 
 from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.report import charts
-from flintlock.report.model import RunReport
+from flintlock.report.model import (
+    GANTT_PHASES,
+    Layout,
+    RunReport,
+    Vertex,
+    runs_text,
+    watermark_value,
+)
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
@@ -22,6 +31,47 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertica
 th { background: #f0f3f8; } td.num { text-align: right; }
 .chart svg { max-width: 100%; height: auto; } .none { color: #777; font-style: italic; }
 tr.failed td { background: #fde8e8; }
+.pager { font-size: 0.85em; margin-top: 0.6em; } .pager button { margin-right: 0.3em; }
+.pager span { margin: 0 0.6em; }
+"""
+PAGE_ROWS = 25
+"""Rows a long table shows at a time; every row is in the page."""
+PAGER = """
+for (const table of document.querySelectorAll("table.paged")) {
+  const rows = Array.from(table.tBodies[0].rows);
+  const size = Number(table.dataset.pageRows);
+  const pages = Math.ceil(rows.length / size);
+  const bar = document.createElement("div");
+  bar.className = "pager";
+  const status = document.createElement("span");
+  const button = (label, go) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.addEventListener("click", () => show(go()));
+    bar.append(b);
+    return b;
+  };
+  let page = 0;
+  const first = button("first", () => 0);
+  const previous = button("previous", () => Math.max(page - 1, 0));
+  bar.append(status);
+  const next = button("next", () => Math.min(page + 1, pages - 1));
+  const last = button("last", () => pages - 1);
+  button("show all", () => -1);
+  const show = (wanted) => {
+    page = wanted;
+    rows.forEach((row, i) => { row.hidden = page >= 0 && Math.floor(i / size) !== page; });
+    status.textContent = page < 0 ? `all ${rows.length} rows`
+      : `rows ${page * size + 1}-${Math.min((page + 1) * size, rows.length)} of ${rows.length}`;
+    first.disabled = page === 0;
+    previous.disabled = page <= 0;
+    next.disabled = page < 0 || page >= pages - 1;
+    last.disabled = page === pages - 1;
+  };
+  table.before(bar);
+  show(0);
+}
 """
 
 
@@ -38,11 +88,13 @@ def render_page(report: RunReport) -> str:
         _metrics_section(report),
     ]
     title = escape(f"flintlock report: {report.job_name}")
+    body = "\n".join(sections)
+    script = f"<script>{PAGER}</script>" if 'class="paged"' in body else ""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(sections)
-        + "\n</body></html>\n"
+        + body
+        + f"\n{script}</body></html>\n"
     )
 
 
@@ -59,6 +111,8 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[object]], css_id: str 
         )
         body.append(f"<tr>{cells}</tr>")
     ident = f' id="{css_id}"' if css_id else ""
+    if len(body) > PAGE_ROWS:
+        ident += f' class="paged" data-page-rows="{PAGE_ROWS}"'
     return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -86,8 +140,8 @@ def _runs_section(report: RunReport) -> str:
     if not report.runs:
         return "<h2>Runs</h2>" + _none("no run recorded")
     rows = []
-    for run in report.runs:
-        done = ", ".join(f"chk-{c}" for c in run.checkpoints) or "none"
+    for number, run in enumerate(report.runs, 1):
+        done = checkpoint_ranges(run.checkpoints) or "none"
         restored = "-" if run.restored_from is None else f"chk-{run.restored_from}"
         failure = run.failure
         ended = "-"
@@ -95,33 +149,61 @@ def _runs_section(report: RunReport) -> str:
             where = f" in chk-{failure.checkpoint_id}" if failure.checkpoint_id else ""
             ended = f"failed{where}: {failure.operator or failure.task_name or failure.error_type}"
             ended += f", {failure.phase}" if failure.phase else ""
-        rows.append((run.run_id, _when(run.started), restored, done, ended))
-    headers = ("run", "started", "restored from", "checkpoints completed", "failure")
+        rows.append((number, run.run_id, _when(run.started), restored, done, ended))
+    headers = ("#", "run", "started", "restored from", "checkpoints completed", "failure")
     return "<h2>Runs</h2>" + table(headers, rows, "runs")
 
 
+def checkpoint_ranges(checkpoints: list[int]) -> str:
+    """ "chk-1..chk-120, chk-122": consecutive checkpoints as one range each."""
+    ranges: list[list[int]] = []
+    for checkpoint_id in sorted(checkpoints):
+        if ranges and checkpoint_id == ranges[-1][-1] + 1:
+            ranges[-1].append(checkpoint_id)
+        else:
+            ranges.append([checkpoint_id])
+    return ", ".join(f"chk-{r[0]}" if len(r) == 1 else f"chk-{r[0]}..chk-{r[-1]}" for r in ranges)
+
+
 def _graph_section(report: RunReport) -> str:
-    if not report.vertices:
+    """One graph (chart, vertex and edge tables) per shape the runs had; each vertex's
+    parallelism per run where the runs differ (a restore at another parallelism)."""
+    if not report.layouts:
         return "<h2>Job graph</h2>" + _none("no graph recorded")
-    names = {v.id: v.name for v in report.vertices}
+    several = len(report.layouts) > 1
+    parts = ["<h2>Job graph</h2>"]
+    for index, layout in enumerate(report.layouts):
+        newest = index == len(report.layouts) - 1
+        if several:
+            parts.append(f"<h3>{escape(runs_text(layout.runs).capitalize())}</h3>")
+        parts.append(_layout(layout, "" if newest else f"-{index + 1}"))
+    return "".join(parts)
+
+
+def _layout(layout: Layout, suffix: str) -> str:
+    names = {v.id: v.name for v in layout.vertices}
     vertices = table(
         ("vertex", "operators", "task type", "parallelism", "stage"),
         (
-            (v.name, ", ".join(v.operators), v.task_type, v.parallelism, v.stage)
-            for v in report.vertices
+            (v.name, ", ".join(v.operators), v.task_type, _parallelism(layout, v), v.stage)
+            for v in layout.vertices
         ),
-        "vertices",
+        f"vertices{suffix}",
     )
     edges = table(
         ("from", "to", "input", "partitioner"),
         (
             (names[e.source], names[e.target], e.input, e.partitioner + _side(e.side_output))
-            for e in report.edges
+            for e in layout.edges
         ),
-        "edges",
+        f"edges{suffix}",
     )
-    chart = _chart(charts.graph_chart(report.vertices, report.edges))
-    return f"<h2>Job graph</h2>{chart}{vertices}{edges}"
+    return _chart(charts.graph_chart(layout)) + vertices + edges
+
+
+def _parallelism(layout: Layout, vertex: Vertex) -> int | str:
+    text = layout.parallelism_text(vertex)
+    return int(text) if text.isdigit() else text
 
 
 def _side(tag: str | None) -> str:
@@ -132,7 +214,8 @@ def _epochs_section(report: RunReport) -> str:
     if not report.epochs:
         return "<h2>Epochs</h2>" + _none("no epoch completed")
     failed_at = [f.checkpoint_id for f in report.failures if f.checkpoint_id is not None]
-    chart = _chart(charts.epochs_chart(report.epochs, failed_at))
+    numbers = {run.run_id: number for number, run in enumerate(report.runs, 1)}
+    chart = _chart(charts.epochs_chart(report.epochs, failed_at, numbers))
     rows = (
         (
             f"chk-{e.checkpoint_id}",
@@ -150,9 +233,12 @@ def _epochs_section(report: RunReport) -> str:
     return f"<h2>Epochs</h2>{chart}{table(headers, rows, 'epochs')}"
 
 
+NO_EVENT_TIME = "This job has no event time: none of its epochs recorded a watermark."
+
+
 def _watermarks_section(report: RunReport) -> str:
     if not report.has_watermarks:
-        return "<h2>Watermarks</h2>" + _none("no watermarks recorded for this job's epochs")
+        return "<h2>Watermarks</h2>" + _none(NO_EVENT_TIME)
     rows = (
         (f"chk-{e.checkpoint_id}", name, _watermark_text(value))
         for e in report.epochs
@@ -167,7 +253,7 @@ def _watermarks_section(report: RunReport) -> str:
 def _watermark_text(value: object) -> str:
     if isinstance(value, int) and value >= MAX_TIMESTAMP:
         return "end of input (MAX_WATERMARK)"
-    number = charts.watermark_value(value)
+    number = watermark_value(value)
     return "-" if number is None else f"{number:,.0f}"
 
 
@@ -180,9 +266,29 @@ def _phases_section(report: RunReport) -> str:
     if len(rows) > charts.MAX_GANTT_ROWS:
         note = (
             f"<p>The newest {charts.MAX_GANTT_ROWS} of {len(rows)} subtask rows "
-            f"(epoch, task, subtask); times from each epoch's first phase.</p>"
+            f"(epoch, task, subtask); times from each epoch's first phase; the table "
+            f"below has every row.</p>"
         )
-    return title + note + _chart(charts.gantt_chart(report.phases))
+    return title + note + _chart(charts.gantt_chart(report.phases)) + _phases_table(report)
+
+
+def _phases_table(report: RunReport) -> str:
+    """Each subtask's phase durations (ms) in each epoch, a row per epoch and subtask."""
+    durations: dict[tuple[int, str, int], dict[str, float]] = {}
+    for span in report.phases:
+        key = (span.checkpoint_id, span.task_name, span.subtask_index)
+        durations.setdefault(key, {})[span.phase] = (span.end - span.start) * 1000
+    rows = (
+        (
+            f"chk-{checkpoint_id}",
+            task,
+            subtask,
+            *(f"{phases[p]:,.1f}" if p in phases else "-" for p in GANTT_PHASES),
+        )
+        for (checkpoint_id, task, subtask), phases in sorted(durations.items())
+    )
+    headers = ("checkpoint", "task", "subtask", *(f"{p} ms" for p in GANTT_PHASES))
+    return table(headers, rows, "phases")
 
 
 def _failures_section(report: RunReport) -> str:
@@ -215,6 +321,7 @@ def _metrics_section(report: RunReport) -> str:
     names = sorted(
         {n for v in report.metrics.values() for m in v.values() for n in m if "." not in n}
     )
+    names = [n for n in names if _has_event_time(report, n)]
     rows = (
         (f"chk-{checkpoint_id}", vertex, *(_metric_text(n, values.get(n)) for n in names))
         for checkpoint_id, vertices in report.metrics.items()
@@ -226,7 +333,7 @@ def _metrics_section(report: RunReport) -> str:
         (vertex, name, _metric_text(name, value))
         for vertex, values in report.metrics[newest].items()
         for name, value in sorted(values.items())
-        if "." in name
+        if "." in name and _has_event_time(report, name)
     ]
     operators = ""
     if nested:
@@ -234,6 +341,19 @@ def _metrics_section(report: RunReport) -> str:
             ("vertex", "metric", "value"), nested, "operator-metrics"
         )
     return "<h2>Metrics</h2>" + epochs + operators
+
+
+def _has_event_time(report: RunReport, name: str) -> bool:
+    """False for a watermark metric no vertex ever had an event time in (only missing or
+    the end of input): its column would be "-" all the way down."""
+    if "atermark" not in name:
+        return True
+    return any(
+        values[name] < MAX_TIMESTAMP
+        for vertices in report.metrics.values()
+        for values in vertices.values()
+        if name in values
+    )
 
 
 def _metric_text(name: str, value: float | None) -> str:
