@@ -8,12 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lease_race import race_for_the_lease
 
 from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.commit_log import CommitLog
@@ -96,24 +96,7 @@ def test_of_drivers_starting_together_exactly_one_takes_the_lease(tmp_path: Path
     folder = job_folder(tmp_path)
     for round_number in range(20):
         leases = [lease_of(folder, f"r{round_number}-{i}") for i in range(4)]
-        barrier = threading.Barrier(len(leases))
-        outcome: dict[str, str] = {}
-
-        def start(
-            lease: JobLease, barrier: threading.Barrier = barrier, outcome: dict = outcome
-        ) -> None:
-            barrier.wait()
-            try:
-                lease.acquire()
-                outcome[lease.run_id] = "holds"
-            except JobLeaseError as error:
-                outcome[lease.run_id] = str(error)
-
-        threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcome = race_for_the_lease(leases)
         holders = [run for run, said in outcome.items() if said == "holds"]
         assert len(holders) == 1, outcome
         holder = read_holder(folder.storage, folder.path)

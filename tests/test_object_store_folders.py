@@ -4,17 +4,16 @@ here against a real S3 server (moto's, on loopback), with no Spark."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
+from lease_race import race_for_the_lease
 from s3_server import S3Server
 
 from flintlock.cli import main
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.lease import JobLease, read_holder
-from flintlock.core.job_errors import JobLeaseError
 
 
 def stopped_job(s3: S3Server, folder: str) -> JobFolder:
@@ -80,24 +79,7 @@ def test_on_s3_the_lease_and_checkpoints_are_created_once_by_conditional_writes(
             JobLease(storage, folder.path, "orders", f"r{round_number}-{i}", renew_seconds=5)
             for i in range(3)
         ]
-        barrier = threading.Barrier(len(leases))
-        outcome: dict[str, str] = {}
-
-        def start(
-            lease: JobLease, barrier: threading.Barrier = barrier, outcome: dict = outcome
-        ) -> None:
-            barrier.wait()
-            try:
-                lease.acquire()
-                outcome[lease.run_id] = "holds"
-            except JobLeaseError as error:
-                outcome[lease.run_id] = str(error)
-
-        threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcome = race_for_the_lease(leases)
         assert sum(said == "holds" for said in outcome.values()) == 1, outcome
         holder = read_holder(storage, folder.path)
         assert holder is not None and outcome[holder.run_id] == "holds"

@@ -24,6 +24,7 @@ from unbounded_jobs import KEYS, RunningSumUntilTheEnd, build, committed_rows, w
 from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.lease import generation_path, read_holder, read_state
 from flintlock.core.job_errors import (
@@ -389,3 +390,31 @@ def test_a_stop_during_the_final_epoch_is_answered_by_the_final_checkpoint(
     timers = [r for r in committed_rows(base) if r["id"] < 0]
     assert len(timers) == KEYS  # the input really ended: every key's timer fired
     assert list((tmp_path / "chk" / "final" / "_control").iterdir()) == []
+
+
+def test_the_status_describes_one_run_and_the_jobs_latest_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    """After a FAILED run its committed checkpoints stay the job's latest; a new run's
+    status shows none of the failed run's epochs."""
+    base = str(tmp_path)
+    client = JobClient(f"{base}/chk", "unbounded")
+    failing = build(spark, base, end=3000, function=unbounded_jobs.FailsFrom(900))
+    with pytest.raises(FlintlockError, match="injected failure at id 9"):
+        failing.execute("unbounded")
+    failed = client.status()
+    assert failed["status"] == "FAILED"
+    assert failed["latest_checkpoint"] == 3  # epochs 1-3 were committed
+    old_run = failed["run_id"]
+    seen: list[dict[str, Any]] = []
+
+    def status_at_each_epoch(figures: dict[str, Any]) -> None:
+        seen.append(client.status())
+
+    result = build(spark, base, end=1500).execute("unbounded", progress=status_at_each_epoch)
+    assert result.status == "FINISHED" and result.run_id != old_run
+    first = seen[0]
+    assert (first["status"], first["run_id"]) == ("RUNNING", result.run_id)
+    assert [e["checkpoint_id"] for e in first["epochs"]] == [4]  # its own epoch only
+    assert first["latest_checkpoint"] == 4
+    assert data_ids(base) == list(range(1500))

@@ -62,6 +62,19 @@ class SlowRunningSum(RunningSumUntilTheEnd):
         super().process_element(value, ctx, out)
 
 
+class FailsFrom(RunningSumUntilTheEnd):
+    """The running sum, failing on every id from ``first_failing`` on."""
+
+    def __init__(self, first_failing: int) -> None:
+        super().__init__()
+        self.first_failing = first_failing
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        if value["id"] >= self.first_failing:
+            raise RuntimeError(f"injected failure at id {value['id']}")
+        super().process_element(value, ctx, out)
+
+
 def epoch_under_way(job_name: str, first: int, timeout: float = 180.0) -> int:
     """The epoch (checkpoint id) of ``job_name`` that runs now, once it is at least
     ``first`` and its Spark action has run 0.3 s (this process runs the job)."""
