@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import math
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -341,3 +346,84 @@ def test_a_database_error_on_the_driver_names_the_sink(
     assert (
         'schema "missing_schema" does not exist' in message and "missing_schema.commits" in message
     )
+
+
+def test_a_reader_never_sees_part_of_a_checkpoint(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    per_subtask, subtasks, checkpoints = 25, 4, 20
+    counts: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        with psycopg.connect(pg_conninfo, autocommit=True) as reader:
+            while not done.is_set():
+                counts.append(reader.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    write(sink, storage, 1, [ids(0, 1)])  # the table exists before the reader polls
+    query(pg_conninfo, "DELETE FROM events")
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        for checkpoint in range(2, 2 + checkpoints):
+            committables = []
+            for subtask in range(subtasks):
+                first = (checkpoint * subtasks + subtask) * per_subtask
+                committables += write(sink, storage, checkpoint, [ids(first, per_subtask)], subtask)
+            sink.commit(committer(storage, checkpoint), committables)
+    finally:
+        done.set()
+        reader.join()
+    whole = per_subtask * subtasks
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(checkpoints * whole,)]
+    partial = sorted({count for count in counts if count % whole})
+    assert partial == [], f"{len(counts)} reads saw part of a checkpoint: {partial}"
+
+
+COMMIT_IN_ANOTHER_PROCESS = """
+import json, sys
+import pyarrow.fs as pafs
+from flintlock.plugin_api import CheckpointStorage, CommitContext
+from flintlock.sinks.postgres import PostgresSink
+conninfo, folder, job, committables = sys.argv[1:]
+storage = CheckpointStorage(pafs.LocalFileSystem(), folder)
+context = CommitContext("pg-job", "run1", 1, storage, job_id=job, sink_uid="out")
+PostgresSink(conninfo, "events").commit(context, json.loads(committables))
+"""
+
+
+def test_a_driver_killed_inside_the_commit_leaves_none_of_the_checkpoint_visible(
+    pg_conninfo: str, storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    committables = [c for s in range(3) for c in write(sink, storage, 1, [ids(s * 10, 10)], s)]
+    # the driver publishes subtasks 0 and 1, then waits on the last staging table, locked
+    with psycopg.connect(pg_conninfo) as locker:
+        last_stage = pgsql.stage_table("events", committables[2]["gid"])
+        locker.execute(f"LOCK TABLE {last_stage}")
+        driver = subprocess.Popen(
+            [sys.executable, "-c", COMMIT_IN_ANOTHER_PROCESS, pg_conninfo, str(tmp_path / "c"),
+             JOB, json.dumps(committables)],
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            waiting = "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            while not query(pg_conninfo, waiting):
+                assert driver.poll() is None and time.monotonic() < deadline, "never waited"
+                time.sleep(0.05)
+            [(statement,)] = query(pg_conninfo, waiting)  # subtasks 0 and 1 are in the table
+            assert statement.startswith("INSERT INTO") and last_stage in statement
+            assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]
+        finally:
+            driver.kill()  # SIGKILL, in the middle of the commit's transaction
+            driver.wait()
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # none of it
+    sink.commit(committer(storage, 1), committables)  # the next start commits it again
+    sink.commit(committer(storage, 1), committables)
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), committables)
+    rows = query(pg_conninfo, "SELECT id FROM events ORDER BY id")
+    assert rows == [(i,) for i in range(30)]  # all of it, once
+    assert staged(pg_conninfo) == [] and prepared(pg_conninfo) == []
