@@ -57,8 +57,9 @@ class PostgresSink(TwoPhaseCommitSink):
     ``write="insert"`` adds every row; ``write="upsert"`` inserts or updates by
     ``key_columns`` (per key, the row written last in a checkpoint wins; route each key to
     one subtask, e.g. ``key_by`` the key columns: across subtasks the highest subtask's row
-    wins). ``lock_timeout`` bounds the commit's wait for locks on the table. A missing table is created from the rows' Arrow schema
-    (keys as primary key), an existing one checked against it; ``schema`` makes the driver
+    wins). ``lock_timeout`` bounds the commit's wait for locks on the table. A missing
+    table is created from the rows' Arrow schema (keys as primary key), an existing one
+    checked against it; ``schema`` makes the driver
     do that before Spark starts. ``mode``: ``"append"`` (default: a table is long-lived,
     shared output that runs and other writers add to, and the bookkeeping table already
     keeps each row once across retries and restarts), ``"error"`` refuses a new run when
