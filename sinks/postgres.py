@@ -56,15 +56,14 @@ class PostgresSink(TwoPhaseCommitSink):
 
     ``write="insert"`` adds every row; ``write="upsert"`` inserts or updates by
     ``key_columns`` (per key, the row written last in a checkpoint wins; route each key to
-    one subtask, e.g. ``key_by`` the key columns: across subtasks the highest subtask's row
-    wins). ``lock_timeout`` bounds the commit's wait for locks on the table. A missing
-    table is created from the rows' Arrow schema (keys as primary key), an existing one
-    checked against it; ``schema`` makes the driver
+    one subtask, e.g. ``key_by`` the key columns, or two subtasks wait on each other's row
+    lock until ``lock_timeout``). A missing table is created from the rows' Arrow schema
+    (keys as primary key), an existing one checked against it; ``schema`` makes the driver
     do that before Spark starts. ``mode``: ``"append"`` (default: a table is long-lived,
     shared output that runs and other writers add to, and the bookkeeping table already
     keeps each row once across retries and restarts), ``"error"`` refuses a new run when
     the table holds rows, ``"overwrite"`` (insert only) deletes the table's rows when the
-    run's first checkpoint commits (in the same transaction: no reader sees it empty).
+    run's first checkpoint commits (just before it: a reader may see the table empty).
     """
 
     name = "postgres"
@@ -374,7 +373,7 @@ class PostgresSink(TwoPhaseCommitSink):
         """mode='overwrite': at a new run's first commit, delete the rows it did not write —
         once: its bookkeeping row (made by prepare_output) is marked done in the same
         transaction, so a repeated commit, or a later run that only continues the job,
-        deletes nothing."""
+        deletes nothing. Inside the commit's transaction: no reader sees the table empty."""
         with connection.transaction():
             claimed = connection.execute(
                 sql.SQL(
