@@ -200,13 +200,11 @@ class PostgresSink(TwoPhaseCommitSink):
 
     def _failed(self, transaction: _Transaction, step: str, error: Exception) -> Exception:
         hint = ""
-        if "prepared transactions" in str(error):
-            hint = ": raise max_prepared_transactions to at least the sink's parallelism"
-        elif isinstance(error, psycopg.errors.LockNotAvailable):
+        if isinstance(error, psycopg.errors.LockNotAvailable):  # staging reads the table's shape
             hint = (
-                f": another transaction held a lock for lock_timeout={self.lock_timeout} — "
-                f"another subtask's prepared transaction writing the same key? Route each "
-                f"key to one subtask (key_by the key columns)"
+                f": another transaction held a lock on table {self.table} for "
+                f"lock_timeout={self.lock_timeout} (LOCK TABLE, ALTER TABLE or TRUNCATE by "
+                f"another program?)"
             )
         return SinkOutputError(
             f"{self._writer_who(transaction)}: {step} failed: {str(error).strip()}{hint}"

@@ -427,3 +427,18 @@ def test_a_driver_killed_inside_the_commit_leaves_none_of_the_checkpoint_visible
     rows = query(pg_conninfo, "SELECT id FROM events ORDER BY id")
     assert rows == [(i,) for i in range(30)]  # all of it, once
     assert staged(pg_conninfo) == [] and prepared(pg_conninfo) == []
+
+
+def test_a_writer_kept_waiting_by_a_lock_on_the_table_names_it(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", lock_timeout="300ms")
+    sink.commit(committer(storage, 1), write(sink, storage, 1, [ids(0, 1)]))  # the table exists
+    with psycopg.connect(pg_conninfo) as locker:
+        locker.execute("LOCK TABLE events")  # another program's ALTER TABLE, say
+        with pytest.raises(SinkOutputError) as refused:
+            write(sink, storage, 2, [ids(1, 1)])
+    message = str(refused.value)
+    assert "held a lock on table events for lock_timeout=300ms" in message
+    assert "LOCK TABLE, ALTER TABLE or TRUNCATE" in message and "checkpoint 2" in message
+    assert staged(pg_conninfo) == []  # the staging table went with its transaction
