@@ -1,22 +1,22 @@
-"""PostgresSink: rows written exactly once into a PostgreSQL table by real two-phase commit.
+"""PostgresSink: rows written exactly once into a PostgreSQL table, a checkpoint at a time.
 
 Each subtask writes a checkpoint's rows in one database transaction (COPY of pyarrow's CSV,
-per batch), prepared in ``pre_commit`` (PREPARE TRANSACTION) under the id
-``flintlock:<job id>:<sink>:<checkpoint>:<subtask>:<run id>:<attempt id>``; the committer
-on the driver runs COMMIT PREPARED for a completed checkpoint's ids. PostgreSQL keeps no
-record of a committed prepared transaction, so each one also writes its row in a
-bookkeeping table (``flintlock_commits``): at a repeated commit, an id that is no longer
-prepared but has its row was committed; one with neither is lost data, an error. Every
-start commits this job's prepared transactions of completed checkpoints and rolls back
-the rest, and a retried task attempt first rolls back what an earlier attempt of its
-subtask prepared for the same checkpoint, so no failed attempt holds locks for ever (Spark's
-speculative execution, off by default, must stay off). The server must allow prepared
-transactions (``max_prepared_transactions > 0``).
+per batch) into a staging table of its own, named after the transaction's id
+``flintlock:<job id>:<sink>:<checkpoint>:<subtask>:<run id>:<attempt id>`` (which its
+comment holds), and commits it in ``pre_commit``: staged rows are durable and no reader
+of the target table sees them. The committer on the driver publishes a completed
+checkpoint in ONE transaction: the staged rows of the acknowledged attempts go into the
+table, each gets its row in a bookkeeping table (``flintlock_commits``), their staging
+tables are dropped; a reader sees all of a checkpoint or none of it, and a repeated
+commit finds the bookkeeping rows and does nothing (a committable with neither staging
+table nor bookkeeping row is lost data, an error). Every start, and the end of every
+commit, drops this job's staging tables that no completed checkpoint references (failed
+attempts, epochs that never completed). Transactions prepared by earlier versions
+(PREPARE TRANSACTION, one per subtask) are still committed or rolled back as then.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,14 +122,7 @@ class PostgresSink(TwoPhaseCommitSink):
             task.attempt_id,
         )  # fmt: skip
         who = self._who(context.sink_uid, task.job_name, checkpoint_id, gid)
-        connection = pgsql.connect(self.conninfo, True, who)
-        # an earlier attempt of this subtask that failed after PREPARE would hold its locks
-        same = f"{pgsql.gid_prefix(task.job_id, context.sink_uid)}{checkpoint_id}:"
-        same += f"{task.subtask_index}:"
-        for xid in pgsql.prepared(connection, same):
-            connection.tpc_rollback(xid)
-        connection.autocommit = False
-        connection.tpc_begin(gid)
+        connection = pgsql.connect(self.conninfo, False, who)
         connection.execute(
             sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
         )
@@ -157,7 +150,7 @@ class PostgresSink(TwoPhaseCommitSink):
         transaction.rows += batch.num_rows
 
     def _start_writing(self, transaction: _Transaction, schema: pa.Schema) -> None:
-        """At the first rows: the table made or checked; upsert's stage table made."""
+        """At the first rows: the table made or checked; the staging table made."""
         who = self._writer_who(transaction)
         if self.schema is not None and schema != self.schema:
             raise SinkOutputError(
@@ -173,47 +166,23 @@ class PostgresSink(TwoPhaseCommitSink):
                 pgsql.ensure_markers_table(side, self.markers_table)
                 pgsql.create_or_check_table(side, self.table, schema, self.key_columns, who)
         transaction.schema = schema
-        if self.write_mode == "upsert":
-            owner, _ = pgsql.table_parts(self.table)
-            name = pgsql.STAGE_PREFIX + hashlib.sha1(transaction.gid.encode()).hexdigest()[:20]
-            transaction.stage = f"{owner}.{name}" if owner else name
-            stage = pgsql.table_name(transaction.stage)
-            names = sql.SQL(", ").join(map(sql.Identifier, schema.names))
-            transaction.connection.execute(
-                sql.SQL("CREATE UNLOGGED TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
-                    stage, names, pgsql.table_name(self.table)
-                )
-            )
-            transaction.connection.execute(
-                sql.SQL(
-                    "ALTER TABLE {} ADD COLUMN _flintlock_seq bigint GENERATED ALWAYS AS IDENTITY"
-                ).format(stage)
-            )
+        transaction.stage = pgsql.stage_table(self.table, transaction.gid)
+        pgsql.create_stage(
+            connection, transaction.stage, self.table, schema.names, transaction.gid,
+            ordered=self.write_mode == "upsert",
+        )  # fmt: skip
 
     def pre_commit(self, transaction: _Transaction) -> list[Any]:
+        """Commit the staging table: durable, invisible to the target table's readers."""
         connection, task = transaction.connection, transaction.context.task
-        if transaction.rows == 0:  # nothing to commit: no prepared transaction either
+        if transaction.rows == 0:  # nothing to commit: no staging table either
             connection.close()  # rolls the open transaction back
             return []
         try:
-            if transaction.stage is not None:
-                connection.execute(
-                    pgsql.upsert_statement(
-                        self.table, transaction.stage, transaction.schema.names, self.key_columns
-                    )
-                )
-                connection.execute(
-                    sql.SQL("DROP TABLE {}").format(pgsql.table_name(transaction.stage))
-                )
-            pgsql.insert_marker(
-                connection, self.markers_table, task.job_id, transaction.context.sink_uid,
-                transaction.checkpoint_id, task.subtask_index, task.run_id, task.attempt_id,
-                transaction.gid, transaction.rows,
-            )  # fmt: skip
-            connection.tpc_prepare()
+            connection.commit()
         except psycopg.Error as error:
-            raise self._failed(transaction, "PREPARE TRANSACTION", error) from error
-        connection.close()  # a prepared transaction lives on without its connection
+            raise self._failed(transaction, "COMMIT of the staged rows", error) from error
+        connection.close()
         return [
             {
                 "gid": transaction.gid,
@@ -228,20 +197,18 @@ class PostgresSink(TwoPhaseCommitSink):
         if not connection.closed:
             connection.close()  # an open transaction is rolled back with its connection
             return
+        if transaction.stage is None:  # no rows: nothing was staged
+            return
         with pgsql.connect(self.conninfo, True, self._writer_who(transaction)) as fresh:
-            for xid in pgsql.prepared(fresh, transaction.gid):
-                if xid.gtrid == transaction.gid:  # not a later attempt's id it prefixes
-                    fresh.tpc_rollback(xid)
+            pgsql.drop_stages(fresh, [transaction.stage])
 
     def _failed(self, transaction: _Transaction, step: str, error: Exception) -> Exception:
         hint = ""
-        if "prepared transactions" in str(error):
-            hint = ": raise max_prepared_transactions to at least the sink's parallelism"
-        elif isinstance(error, psycopg.errors.LockNotAvailable):
+        if isinstance(error, psycopg.errors.LockNotAvailable):  # staging reads the table's shape
             hint = (
-                f": another transaction held a lock for lock_timeout={self.lock_timeout} — "
-                f"another subtask's prepared transaction writing the same key? Route each "
-                f"key to one subtask (key_by the key columns)"
+                f": another transaction held a lock on table {self.table} for "
+                f"lock_timeout={self.lock_timeout} (LOCK TABLE, ALTER TABLE or TRUNCATE by "
+                f"another program?)"
             )
         return SinkOutputError(
             f"{self._writer_who(transaction)}: {step} failed: {str(error).strip()}{hint}"
@@ -324,34 +291,69 @@ class PostgresSink(TwoPhaseCommitSink):
                 )  # fmt: skip
 
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        """COMMIT PREPARED each transaction; one already committed has its bookkeeping row."""
+        """Publish the checkpoint in ONE transaction, so a reader sees all of its rows or
+        none: each acknowledged attempt's staged rows into the table, its bookkeeping row,
+        its staging table dropped. A repeated commit finds the bookkeeping rows."""
         if not committables and self.mode != "overwrite":
             return
         with self._connect(self._committer_who(context)) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
-            prepared = {xid.gtrid: xid for xid in pgsql.prepared(connection, prefix)}
-            done = {c["gid"] for c in committables} - set(prepared)
-            if done:  # check everything before committing anything
-                self._check_committed(connection, context, committables, done)
-            if self.mode == "overwrite":
-                self._overwrite_once(connection, context)
-            for committable in committables:
-                if committable["gid"] in prepared:
-                    connection.tpc_commit(prepared[committable["gid"]])
-            # commits run in checkpoint order: the earlier checkpoints' rows are done with
-            connection.execute(
-                sql.SQL(
-                    "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND checkpoint_id < %s "
-                    "AND subtask >= 0"
-                ).format(pgsql.table_name(self.markers_table)),
-                [context.job_id or "local", context.sink_uid, context.checkpoint_id],
-            )
+            self._commit_prepared(connection, prefix, committables)
+            with connection.transaction():
+                connection.execute(
+                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
+                )
+                done = self._bookkept(connection, [c["gid"] for c in committables])
+                todo = sorted(
+                    (c for c in committables if c["gid"] not in done), key=lambda c: c["subtask"]
+                )
+                stages = pgsql.staged(connection, prefix)
+                self._check_staged(context, todo, stages)  # everything, before any write
+                if self.mode == "overwrite":
+                    self._overwrite_once(connection, context)
+                for committable in todo:
+                    self._publish(connection, context, committable, stages[committable["gid"]])
+                pgsql.drop_stages(connection, [stages[c["gid"]] for c in todo])
+                # commits run in checkpoint order: the earlier checkpoints' rows are done with
+                connection.execute(
+                    sql.SQL(
+                        "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND "
+                        "checkpoint_id < %s AND subtask >= 0"
+                    ).format(pgsql.table_name(self.markers_table)),
+                    [context.job_id or "local", context.sink_uid, context.checkpoint_id],
+                )
 
-    def _check_committed(
-        self, connection: Any, context: CommitContext, committables: list[Any], gids: set[str]
+    def _publish(
+        self, connection: Any, context: CommitContext, committable: Any, stage: str
     ) -> None:
-        """Committables no longer prepared: each must have its bookkeeping row."""
-        marked = {
+        """One attempt's staged rows into the table (upsert: the last row of a key wins),
+        with its bookkeeping row; inside the commit's transaction."""
+        names = [name for name in pgsql.columns_of(connection, stage) if name != "_flintlock_seq"]
+        if self.write_mode == "upsert":
+            connection.execute(pgsql.upsert_statement(self.table, stage, names, self.key_columns))
+        else:
+            columns = sql.SQL(", ").join(map(sql.Identifier, names))
+            moved = connection.execute(
+                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
+                    pgsql.table_name(self.table), columns, columns, pgsql.table_name(stage)
+                )
+            ).rowcount
+            if moved != committable["rows"]:
+                raise CommittableError(
+                    f"the staging table {stage} of transaction {committable['gid']} (subtask "
+                    f"{committable['subtask']}) holds {moved} rows, its subtask wrote "
+                    f"{committable['rows']}: changed by hand or by another program. Checkpoint "
+                    f"{context.checkpoint_id} of job '{context.job_name}' is not committed"
+                )
+        pgsql.insert_marker(
+            connection, self.markers_table, context.job_id, context.sink_uid,
+            context.checkpoint_id, committable["subtask"], context.run_id,
+            committable["attempt"], committable["gid"], committable["rows"],
+        )  # fmt: skip
+
+    def _bookkept(self, connection: Any, gids: list[str]) -> set[str]:
+        """The transactions among ``gids`` that have their bookkeeping row: committed."""
+        return {
             gid
             for (gid,) in connection.execute(
                 sql.SQL("SELECT gid FROM {} WHERE gid = ANY(%s)").format(
@@ -360,18 +362,33 @@ class PostgresSink(TwoPhaseCommitSink):
                 [sorted(gids)],
             )
         }
+
+    def _check_staged(
+        self, context: CommitContext, committables: list[Any], stages: dict[str, str]
+    ) -> None:
+        """Committables not committed yet: each must have its staging table."""
         for committable in committables:
             gid = committable["gid"]
-            if gid in gids and gid not in marked:
+            if gid not in stages:
                 raise CommittableError(
-                    f"the prepared transaction {gid} of subtask {committable['subtask']} "
-                    f"({committable['rows']} rows for table {self.table}) is gone and was never "
-                    f"committed (no row in {self.markers_table}): rolled back by hand or by "
-                    f"another program; its rows are lost for good. Checkpoint "
-                    f"{context.checkpoint_id} of job '{context.job_name}' cannot be committed "
-                    f"whole and starting again will not change that: run the job anew "
-                    f"(execute('{context.job_name}', new_run=True) or `flintlock run --new-run`)"
+                    f"the staged rows of transaction {gid} of subtask {committable['subtask']} "
+                    f"({committable['rows']} rows for table {self.table}) are gone and were "
+                    f"never committed (no staging table, no row in {self.markers_table}): "
+                    f"dropped by hand or by another program; its rows are lost for good. "
+                    f"Checkpoint {context.checkpoint_id} of job '{context.job_name}' cannot be "
+                    f"committed whole and starting again will not change that: run the job "
+                    f"anew (execute('{context.job_name}', new_run=True) or `flintlock run "
+                    f"--new-run`)"
                 )
+
+    def _commit_prepared(self, connection: Any, prefix: str, committables: list[Any]) -> None:
+        """Committables of a flintlock before staging tables (a job upgraded between a
+        checkpoint and its commit) are prepared transactions: COMMIT PREPARED each, as
+        then (each holds its own bookkeeping row)."""
+        gids = {committable["gid"] for committable in committables}
+        for xid in pgsql.prepared(connection, prefix):
+            if xid.gtrid in gids:
+                connection.tpc_commit(xid)
 
     def _overwrite_gid(self, context: CommitContext) -> str:
         return f"{pgsql.gid_prefix(context.job_id, context.sink_uid)}overwrite:{context.run_id}"
@@ -380,7 +397,7 @@ class PostgresSink(TwoPhaseCommitSink):
         """mode='overwrite': at a new run's first commit, delete the rows it did not write —
         once: its bookkeeping row (made by prepare_output) is marked done in the same
         transaction, so a repeated commit, or a later run that only continues the job,
-        deletes nothing."""
+        deletes nothing. Inside the commit's transaction: no reader sees the table empty."""
         with connection.transaction():
             claimed = connection.execute(
                 sql.SQL(
@@ -392,9 +409,10 @@ class PostgresSink(TwoPhaseCommitSink):
                 connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
 
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
-        """At every start: commit this job's prepared transactions that a completed
-        checkpoint references (``keep``), roll back the others (failed attempts, epochs
-        that never completed), so none holds its locks for ever."""
+        """At every start and after every commit: drop this job's staging tables that no
+        completed checkpoint references (``keep``): failed attempts, epochs that never
+        completed. Transactions prepared by an earlier flintlock are committed when
+        ``keep`` references them, else rolled back, so none holds its locks for ever."""
         kept = {committable["gid"] for committable in keep}
         with self._connect(self._committer_who(context), check_table=True) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
@@ -403,6 +421,8 @@ class PostgresSink(TwoPhaseCommitSink):
                     connection.tpc_commit(xid)
                 else:
                     connection.tpc_rollback(xid)
+            stages = pgsql.staged(connection, prefix)
+            pgsql.drop_stages(connection, [t for gid, t in stages.items() if gid not in kept])
 
 
 @hookimpl

@@ -38,8 +38,9 @@ GID_PREFIX = "flintlock"
 """Every prepared transaction of a PostgresSink is named ``flintlock:<job>:<sink>:...``."""
 
 STAGE_PREFIX = "_flintlock_stage_"
-"""Upsert mode stages a transaction's rows in an unlogged table of this name (PostgreSQL
-cannot PREPARE a transaction that touched a temporary table)."""
+"""A subtask's transaction stages its rows in a table of this name (in the target
+table's schema, its id in the table's comment) and commits it; the driver moves a
+checkpoint's staged rows into the target table in one transaction."""
 
 # ---- types ----
 
@@ -346,3 +347,56 @@ def insert_marker(
         ).format(table_name(markers)),
         [job_id or "local", sink_uid, checkpoint_id, subtask, run_id, attempt_id, gid, rows],
     )
+
+
+# ---- staging ----
+
+
+def stage_table(table: str, gid: str) -> str:
+    """The staging table of transaction ``gid``, in the target ``table``'s schema."""
+    owner, _ = table_parts(table)
+    name = STAGE_PREFIX + hashlib.sha1(gid.encode()).hexdigest()[:20]
+    return f"{owner}.{name}" if owner else name
+
+
+def create_stage(
+    connection: Any, stage: str, table: str, columns: Sequence[str], gid: str, ordered: bool
+) -> None:
+    """A logged table for one transaction's rows (it must outlive a server crash until
+    its checkpoint is committed), shaped as ``table``'s ``columns``, commented with the
+    transaction id (``staged`` finds it by that); ``ordered`` adds the write order that
+    an upsert needs (the last row of a key wins)."""
+    names = sql.SQL(", ").join(map(sql.Identifier, columns))
+    connection.execute(
+        sql.SQL("CREATE TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
+            table_name(stage), names, table_name(table)
+        )
+    )
+    connection.execute(
+        sql.SQL("COMMENT ON TABLE {} IS {}").format(table_name(stage), sql.Literal(gid))
+    )
+    if ordered:
+        connection.execute(
+            sql.SQL(
+                "ALTER TABLE {} ADD COLUMN _flintlock_seq bigint GENERATED ALWAYS AS IDENTITY"
+            ).format(table_name(stage))
+        )
+
+
+def staged(connection: Any, prefix: str) -> dict[str, str]:
+    """This database's committed staging tables whose transaction id starts with
+    ``prefix``: id -> ``schema.table`` (as ``table_name`` reads it)."""
+    rows = connection.execute(
+        "SELECT d.description, n.nspname || '.' || c.relname FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_description d ON "
+        "d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0 "
+        "WHERE c.relkind = 'r' AND c.relname LIKE %s AND starts_with(d.description, %s)",
+        [STAGE_PREFIX.replace("_", "\\_") + "%", prefix],
+    ).fetchall()
+    return {gid: table for gid, table in rows}
+
+
+def drop_stages(connection: Any, tables: Sequence[str]) -> None:
+    """Drop staging tables (``schema.table``)."""
+    for table in tables:
+        connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table_name(table)))

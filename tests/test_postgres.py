@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import math
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from flintlock.plugin_api import (
     SinkWriterContext,
     TaskInfo,
 )
+from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.postgres import PostgresSink
 
 JOB = "job0123456789abcdef"
@@ -75,6 +81,12 @@ def prepared(conninfo: str) -> list[str]:
     return [row[0] for row in query(conninfo, "SELECT gid FROM pg_prepared_xacts")]
 
 
+def staged(conninfo: str) -> list[str]:
+    """The transaction ids of the staging tables there, sorted."""
+    with psycopg.connect(conninfo) as connection:
+        return sorted(pgsql.staged(connection, "flintlock:"))
+
+
 def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
     pg_conninfo: str, storage: CheckpointStorage
 ) -> None:
@@ -83,8 +95,8 @@ def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
     committables = write(sink, storage, 1, [ids(0, 3), ids(3, 2)], subtask=0)
     committables += write(sink, storage, 1, [ids(100, 4)], subtask=1)
     assert [c["rows"] for c in committables] == [5, 4]
-    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # prepared, invisible
-    assert sorted(prepared(pg_conninfo)) == sorted(c["gid"] for c in committables)
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # staged, invisible
+    assert staged(pg_conninfo) == sorted(c["gid"] for c in committables)
     assert all(c["gid"].startswith(f"flintlock:{JOB}:") for c in committables)
 
     sink.commit(committer(storage, 1), committables)
@@ -92,7 +104,7 @@ def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
     sink.abort_uncommitted(committer(storage, 0), committables)  # and starts again
     rows = query(pg_conninfo, "SELECT id, name FROM events ORDER BY id")
     assert rows == [(i, f"n{i}") for i in [0, 1, 2, 3, 4, 100, 101, 102, 103]]
-    assert prepared(pg_conninfo) == []
+    assert prepared(pg_conninfo) == [] and staged(pg_conninfo) == []
     markers = query(pg_conninfo, "SELECT checkpoint_id, subtask, row_count FROM flintlock_commits")
     assert sorted(markers) == [(1, 0, 5), (1, 1, 4)]
 
@@ -103,20 +115,19 @@ def test_rows_appear_at_commit_and_a_second_commit_changes_nothing(
     assert query(pg_conninfo, "SELECT count(*) FROM events") == [(10,)]
 
 
-def test_a_prepared_transaction_gone_without_its_marker_is_lost_data(
+def test_a_staging_table_gone_without_its_marker_is_lost_data(
     pg_conninfo: str, storage: CheckpointStorage
 ) -> None:
     sink = PostgresSink(pg_conninfo, "events")
     sink.abort_uncommitted(committer(storage, 0), [])
     committables = write(sink, storage, 1, [ids(0, 3)]) + write(sink, storage, 1, [ids(3, 1)], 1)
-    with psycopg.connect(pg_conninfo, autocommit=True) as connection:
-        connection.execute(f"ROLLBACK PREPARED '{committables[1]['gid']}'")
+    query(pg_conninfo, f"DROP TABLE {pgsql.stage_table('events', committables[1]['gid'])}")
     with pytest.raises(CommittableError) as refused:
         sink.commit(committer(storage, 1), committables)
     message = str(refused.value)
     assert committables[1]["gid"] in message and "lost" in message and "new_run=True" in message
     assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # nothing half-done
-    assert prepared(pg_conninfo) == [committables[0]["gid"]]
+    assert staged(pg_conninfo) == [committables[0]["gid"]]
 
 
 def test_a_start_rolls_back_what_no_completed_checkpoint_references(
@@ -124,34 +135,33 @@ def test_a_start_rolls_back_what_no_completed_checkpoint_references(
 ) -> None:
     sink = PostgresSink(pg_conninfo, "kv", write="upsert", key_columns=["id"])
     sink.abort_uncommitted(committer(storage, 0), [])
-    # an attempt prepared, then its task died: its transaction keeps row locks on ids 0..2
-    write(sink, storage, 1, [ids(0, 3)], attempt=7)
-    assert len(prepared(pg_conninfo)) == 1
-    # the retry of that subtask rolls it back first, else it would wait on those locks
+    # an attempt staged its rows, then its task died: its staging table holds no lock
+    dead = write(sink, storage, 1, [ids(0, 3)], attempt=7)
     retry = write(sink, storage, 1, [ids(0, 3)], attempt=8)
-    assert prepared(pg_conninfo) == [retry[0]["gid"]]
-    # the driver died before checkpoint 1 completed: the next start rolls back the rest
+    assert staged(pg_conninfo) == sorted([dead[0]["gid"], retry[0]["gid"]])
+    # the driver died before checkpoint 1 completed: the next start drops them all
     write(sink, storage, 1, [ids(10, 2)], subtask=1)
     sink.abort_uncommitted(committer(storage, 0, run="run2"), [])
-    assert prepared(pg_conninfo) == []
+    assert prepared(pg_conninfo) == [] and staged(pg_conninfo) == []
     assert query(pg_conninfo, "SELECT count(*) FROM kv") == [(0,)]
     with psycopg.connect(pg_conninfo) as connection:  # no lock is left on the keys
         connection.execute("SET lock_timeout = '2s'")
         connection.execute("INSERT INTO kv VALUES (0, 'free')")
 
 
-def test_a_start_commits_the_prepared_transactions_of_a_completed_checkpoint(
+def test_a_start_keeps_the_staged_rows_of_a_completed_checkpoint(
     pg_conninfo: str, storage: CheckpointStorage
 ) -> None:
     sink = PostgresSink(pg_conninfo, "events")
     sink.abort_uncommitted(committer(storage, 0), [])
     done = write(sink, storage, 4, [ids(0, 2)])
     unfinished = write(sink, storage, 5, [ids(2, 2)])  # the epoch after, never completed
-    assert len(prepared(pg_conninfo)) == 2
-    sink.abort_uncommitted(committer(storage, 0, run="run2"), done)  # tpc_recover
-    assert prepared(pg_conninfo) == []
+    assert len(staged(pg_conninfo)) == 2
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), done)
+    assert staged(pg_conninfo) == [done[0]["gid"]]
+    sink.commit(committer(storage, 4), done)  # the commit that follows publishes it
     assert query(pg_conninfo, "SELECT id FROM events ORDER BY id") == [(0,), (1,)]
-    sink.commit(committer(storage, 4), done)  # the commit that follows finds it done
+    assert staged(pg_conninfo) == []
     assert unfinished[0]["gid"] not in str(query(pg_conninfo, "SELECT gid FROM flintlock_commits"))
 
 
@@ -161,20 +171,20 @@ def test_an_empty_transaction_prepares_nothing_and_abort_drops_exactly_its_own(
     sink = PostgresSink(pg_conninfo, "events")
     assert write(sink, storage, 1, []) == []
     assert write(sink, storage, 1, [ids(0, 0)], subtask=1) == []  # a batch without rows
-    assert prepared(pg_conninfo) == []
+    assert staged(pg_conninfo) == []
     task = TaskInfo("sink", "one-input", 0, 4, attempt_id=1, run_id="run1", job_id=JOB)
     first = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 1)
     sink.write(first, ids(5, 1))
     sink.pre_commit(first)
-    later = write(sink, storage, 1, [ids(0, 1)], attempt=10)  # rolls back attempt 1 first
-    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    later = write(sink, storage, 1, [ids(0, 1)], attempt=10)
+    assert staged(pg_conninfo) == sorted([first.gid, later[0]["gid"]])
     sink.abort(first)  # attempt 1's id is a prefix of attempt 10's: that one stays
-    assert prepared(pg_conninfo) == [later[0]["gid"]]
+    assert staged(pg_conninfo) == [later[0]["gid"]]
     sink.abort_uncommitted(committer(storage, 0), [])
     other = sink.begin_transaction(SinkWriterContext(task, storage, "out"), 2)
     sink.write(other, ids(6, 1))
     sink.abort(other)  # an open transaction: rolled back with its connection
-    assert prepared(pg_conninfo) == []
+    assert staged(pg_conninfo) == []
     assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]
 
 
@@ -186,7 +196,7 @@ def test_other_jobs_transactions_are_left_alone(
     other = CommitContext("other", "r", 0, storage, job_id="another-job", sink_uid="out")
     sink.abort_uncommitted(other, [])
     sink.abort_uncommitted(CommitContext("pg-job", "r", 0, storage, job_id=JOB, sink_uid="x"), [])
-    assert prepared(pg_conninfo) == [mine[0]["gid"]]
+    assert staged(pg_conninfo) == [mine[0]["gid"]]
 
 
 def test_upsert_keeps_the_last_row_per_key(pg_conninfo: str, storage: CheckpointStorage) -> None:
@@ -317,8 +327,6 @@ def test_a_server_without_prepared_transactions_is_refused_at_the_start(
         with pytest.raises(SinkOutputError) as refused:
             start()
         assert NO_2PC in str(refused.value)
-    with pytest.raises(SinkOutputError, match="raise max_prepared_transactions to at least"):
-        write(sink, storage, 1, [ids(0, 1)])  # a writer that got there anyway: PREPARE fails
 
 
 def test_an_unreachable_server_is_named_without_its_password(storage: CheckpointStorage) -> None:
@@ -343,3 +351,99 @@ def test_a_database_error_on_the_driver_names_the_sink(
     assert (
         'schema "missing_schema" does not exist' in message and "missing_schema.commits" in message
     )
+
+
+def test_a_reader_never_sees_part_of_a_checkpoint(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    per_subtask, subtasks, checkpoints = 25, 4, 20
+    counts: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        with psycopg.connect(pg_conninfo, autocommit=True) as reader:
+            while not done.is_set():
+                counts.append(reader.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    write(sink, storage, 1, [ids(0, 1)])  # the table exists before the reader polls
+    query(pg_conninfo, "DELETE FROM events")
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        for checkpoint in range(2, 2 + checkpoints):
+            committables = []
+            for subtask in range(subtasks):
+                first = (checkpoint * subtasks + subtask) * per_subtask
+                committables += write(sink, storage, checkpoint, [ids(first, per_subtask)], subtask)
+            sink.commit(committer(storage, checkpoint), committables)
+    finally:
+        done.set()
+        reader.join()
+    whole = per_subtask * subtasks
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(checkpoints * whole,)]
+    partial = sorted({count for count in counts if count % whole})
+    assert partial == [], f"{len(counts)} reads saw part of a checkpoint: {partial}"
+
+
+COMMIT_IN_ANOTHER_PROCESS = """
+import json, sys
+import pyarrow.fs as pafs
+from flintlock.plugin_api import CheckpointStorage, CommitContext
+from flintlock.sinks.postgres import PostgresSink
+conninfo, folder, job, committables = sys.argv[1:]
+storage = CheckpointStorage(pafs.LocalFileSystem(), folder)
+context = CommitContext("pg-job", "run1", 1, storage, job_id=job, sink_uid="out")
+PostgresSink(conninfo, "events").commit(context, json.loads(committables))
+"""
+
+
+def test_a_driver_killed_inside_the_commit_leaves_none_of_the_checkpoint_visible(
+    pg_conninfo: str, storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    committables = [c for s in range(3) for c in write(sink, storage, 1, [ids(s * 10, 10)], s)]
+    # the driver publishes subtasks 0 and 1, then waits on the last staging table, locked
+    with psycopg.connect(pg_conninfo) as locker:
+        last_stage = pgsql.stage_table("events", committables[2]["gid"])
+        locker.execute(f"LOCK TABLE {last_stage}")
+        driver = subprocess.Popen(
+            [sys.executable, "-c", COMMIT_IN_ANOTHER_PROCESS, pg_conninfo, str(tmp_path / "c"),
+             JOB, json.dumps(committables)],
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            waiting = "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            while not query(pg_conninfo, waiting):
+                assert driver.poll() is None and time.monotonic() < deadline, "never waited"
+                time.sleep(0.05)
+            [(statement,)] = query(pg_conninfo, waiting)  # subtasks 0 and 1 are in the table
+            assert statement.startswith("INSERT INTO") and last_stage in statement
+            assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]
+        finally:
+            driver.kill()  # SIGKILL, in the middle of the commit's transaction
+            driver.wait()
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # none of it
+    sink.commit(committer(storage, 1), committables)  # the next start commits it again
+    sink.commit(committer(storage, 1), committables)
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), committables)
+    rows = query(pg_conninfo, "SELECT id FROM events ORDER BY id")
+    assert rows == [(i,) for i in range(30)]  # all of it, once
+    assert staged(pg_conninfo) == [] and prepared(pg_conninfo) == []
+
+
+def test_a_writer_kept_waiting_by_a_lock_on_the_table_names_it(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", lock_timeout="300ms")
+    sink.commit(committer(storage, 1), write(sink, storage, 1, [ids(0, 1)]))  # the table exists
+    with psycopg.connect(pg_conninfo) as locker:
+        locker.execute("LOCK TABLE events")  # another program's ALTER TABLE, say
+        with pytest.raises(SinkOutputError) as refused:
+            write(sink, storage, 2, [ids(1, 1)])
+    message = str(refused.value)
+    assert "held a lock on table events for lock_timeout=300ms" in message
+    assert "LOCK TABLE, ALTER TABLE or TRUNCATE" in message and "checkpoint 2" in message
+    assert staged(pg_conninfo) == []  # the staging table went with its transaction

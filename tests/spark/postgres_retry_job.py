@@ -1,6 +1,6 @@
 """A PostgresSink job run with task retries (``local[2,4]``) in its own process: the first
-attempt of subtask 0 dies right after PREPARE TRANSACTION, holding the unique-key locks of
-its rows; the retry must neither wait on them nor write a row twice. Prints JSON results.
+attempt of subtask 0 dies right after committing its staged rows (the keys of the retry's
+rows); the retry must neither wait on them nor write a row twice. Prints JSON results.
 
 Run by tests/spark/test_postgres_sink.py with the test server's conninfo in
 ``FLINTLOCK_TEST_POSTGRES``.
@@ -25,8 +25,9 @@ cloudpickle.register_pickle_by_value(retry_jobs)  # workers cannot import tests/
 
 
 class PreparesThenDies(PostgresSink):
-    """A PostgresSink whose first attempt of subtask 0 is killed once its transaction is
-    prepared: its Python worker exits, no ``abort`` runs, the transaction stays prepared."""
+    """A PostgresSink whose first attempt of subtask 0 is killed once its rows are staged:
+    its Python worker exits, no ``abort`` runs, its staging table stays until the driver
+    drops it."""
 
     def pre_commit(self, transaction: Any) -> list[Any]:
         committables = super().pre_commit(transaction)

@@ -222,9 +222,15 @@ class PostgresTarget(ChaosTarget):
             return connection.execute(f"SELECT k, id, total FROM {self.table}").fetchall()
 
     def leftovers(self) -> list[str]:
-        """Prepared transactions still open on the server (each holds its rows' locks)."""
+        """Prepared transactions still open on the server (each holds its rows' locks) and
+        staging tables (a subtask's staged rows, dropped when published or aborted)."""
         import psycopg
 
         with psycopg.connect(self.conninfo()) as connection:
             rows = connection.execute("SELECT gid FROM pg_prepared_xacts ORDER BY gid").fetchall()
-        return [f"prepared transaction {gid}" for (gid,) in rows]
+            stages = connection.execute(
+                "SELECT relname FROM pg_class WHERE relname LIKE '\\_flintlock\\_stage\\_%'"
+            ).fetchall()
+        return [f"prepared transaction {gid}" for (gid,) in rows] + [
+            f"staging table {name}" for (name,) in stages
+        ]

@@ -5,6 +5,7 @@ prepared transaction of the job is left behind."""
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from sink_scenarios import (
     stop_resume_at_another_parallelism_and_drain,
 )
 
+from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.plugin_api import SinkOutputError
 from flintlock.sinks.postgres import PostgresSink
 
@@ -32,8 +34,11 @@ def read_back(conninfo: str, table: str) -> list[dict[str, Any]]:
 
 
 def prepared_transactions(conninfo: str) -> list[str]:
+    """What the sink may leave behind: prepared transactions and staging tables."""
     with psycopg.connect(conninfo) as connection:
-        return [gid for (gid,) in connection.execute("SELECT gid FROM pg_prepared_xacts")]
+        left = [gid for (gid,) in connection.execute("SELECT gid FROM pg_prepared_xacts")]
+        stages = "SELECT relname FROM pg_class WHERE relname LIKE '\\_flintlock\\_stage\\_%'"
+        return left + [name for (name,) in connection.execute(stages)]
 
 
 def test_a_bounded_job_writes_every_row_once(spark: Any, tmp_path: Path, pg_conninfo: str) -> None:
@@ -116,3 +121,33 @@ def test_a_retried_attempt_neither_waits_on_nor_duplicates_a_dead_attempts_rows(
     assert result["markers"] == ["sink-died-after-prepare"]  # the first attempt did die
     assert result["v"] == list(range(3000))  # every row once
     assert result["prepared"] == []
+
+
+def test_a_reader_sees_whole_checkpoints_only(spark: Any, tmp_path: Path, pg_conninfo: str) -> None:
+    per_epoch, epochs = 250, 12
+    counts: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:  # as fast as it can, while the job commits its checkpoints
+        with psycopg.connect(pg_conninfo, autocommit=True) as reader:
+            while not done.is_set():
+                if reader.execute("SELECT to_regclass('seen')").fetchone()[0] is not None:
+                    counts.append(reader.execute("SELECT count(*) FROM seen").fetchone()[0])
+
+    env = StreamExecutionEnvironment(parallelism=3, spark=spark, checkpoint_dir=str(tmp_path))
+    env.from_sequence(end=per_epoch * epochs, rows_per_epoch=per_epoch).sink_to(
+        PostgresSink(pg_conninfo, "seen")
+    )
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        result = env.execute("whole-checkpoints", trigger=EpochTrigger.available_now())
+    finally:
+        done.set()
+        reader.join()
+    assert result.epochs == epochs
+    with psycopg.connect(pg_conninfo) as connection:
+        ids = [i for (i,) in connection.execute("SELECT id FROM seen ORDER BY id")]
+    assert ids == list(range(per_epoch * epochs))
+    partial = sorted({count for count in counts if count % per_epoch})
+    assert counts and partial == [], f"{len(counts)} reads saw part of a checkpoint: {partial}"
