@@ -57,17 +57,18 @@ class PostgresSink(TwoPhaseCommitSink):
 
     ``write="insert"`` adds every row; ``write="upsert"`` inserts or updates by
     ``key_columns`` (per key, the row written last in a checkpoint wins; route each key to
-    one subtask, e.g. ``key_by`` the key columns, or two subtasks wait on each other's row
-    lock until ``lock_timeout``). A missing table is created from the rows' Arrow schema
-    (keys as primary key), an existing one checked against it: on the driver before
-    Spark starts when the stream's schema is known (``schema``, else the stream's), as
-    are the server's reachability and ``max_prepared_transactions``; ``schema`` also has
-    the driver create a missing table then. ``mode``: ``"append"`` (default: a table is
+    one subtask, e.g. ``key_by`` the key columns: across subtasks the highest subtask's
+    row wins, as the driver's one transaction moves them in that order). A missing table
+    is created from the rows' Arrow schema (keys as primary key), an existing one checked
+    against it: on the driver before Spark starts when the stream's schema is known
+    (``schema``, else the stream's), as is the server's reachability; ``schema`` also has
+    the driver create a missing table then. Readers see whole checkpoints only: the
+    driver publishes each in one transaction. ``mode``: ``"append"`` (default: a table is
     long-lived, shared output that runs and other writers add to, and the bookkeeping
     table already keeps each row once across retries and restarts), ``"error"`` refuses
     a new run when the table holds rows, ``"overwrite"`` (insert only) deletes the
-    table's rows when the run's first checkpoint commits (just before it: a reader may
-    see the table empty).
+    table's rows in the transaction of the run's first checkpoint (a reader never sees
+    the table empty).
     """
 
     name = "postgres"
@@ -233,7 +234,6 @@ class PostgresSink(TwoPhaseCommitSink):
         ``check_table`` and a ``schema``, the table too); a database error names them."""
         with pgsql.connect(self.conninfo, True, who) as connection:
             try:
-                pgsql.require_prepared_transactions(connection, who)
                 pgsql.ensure_markers_table(connection, self.markers_table)
                 if check_table and self.schema is not None:
                     pgsql.create_or_check_table(

@@ -184,17 +184,6 @@ def connect(conninfo: str, autocommit: bool, who: str) -> Any:
         ) from error
 
 
-def require_prepared_transactions(connection: Any, who: str) -> None:
-    """Refuse a server that cannot prepare transactions (PostgreSQL's default)."""
-    (value,) = connection.execute("SHOW max_prepared_transactions").fetchone()
-    if int(value) <= 0:
-        raise SinkOutputError(
-            f"{who}: the server must allow prepared transactions (max_prepared_transactions "
-            f"> 0); it has max_prepared_transactions = {value}. Set it in postgresql.conf (at "
-            f"least the sink's parallelism) and restart the server"
-        )
-
-
 def prepared(connection: Any, prefix: str) -> list[Any]:
     """This database's prepared transactions (``tpc_recover``) whose id starts with ``prefix``."""
     (database,) = connection.execute("SELECT current_database()").fetchone()

@@ -33,7 +33,6 @@ from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.postgres import PostgresSink
 
 JOB = "job0123456789abcdef"
-NO_2PC = "the server must allow prepared transactions (max_prepared_transactions > 0)"
 
 
 @pytest.fixture
@@ -315,18 +314,19 @@ def test_output_modes(pg_conninfo: str, storage: CheckpointStorage) -> None:
         PostgresSink(pg_conninfo, "t", write="upsert", key_columns=["id"], mode="overwrite")
 
 
-def test_a_server_without_prepared_transactions_is_refused_at_the_start(
+def test_a_server_with_postgresqls_default_settings_serves_exactly_once(
     postgres_without_2pc: Any, storage: CheckpointStorage
 ) -> None:
-    sink = PostgresSink(postgres_without_2pc.conninfo(), "events")
-    starts = (
-        lambda: sink.check_output(OutputCheckContext("pg-job", "out")),  # before Spark
-        lambda: sink.abort_uncommitted(committer(storage, 1), []),
-    )
-    for start in starts:
-        with pytest.raises(SinkOutputError) as refused:
-            start()
-        assert NO_2PC in str(refused.value)
+    """max_prepared_transactions = 0 (PostgreSQL's default): the sink prepares nothing,
+    so it checks, writes, commits (twice: once) and cleans up there as anywhere."""
+    conninfo = postgres_without_2pc.conninfo()
+    sink = PostgresSink(conninfo, "events")
+    sink.check_output(OutputCheckContext("pg-job", "out"))  # before Spark: not refused
+    sink.abort_uncommitted(committer(storage, 1), [])
+    committables = write(sink, storage, 1, [ids(0, 5)])
+    sink.commit(committer(storage, 1), committables)
+    sink.commit(committer(storage, 1), committables)  # repeated after a crash: adds nothing
+    assert query(conninfo, "SELECT id FROM events ORDER BY id") == [(i,) for i in range(5)]
 
 
 def test_an_unreachable_server_is_named_without_its_password(storage: CheckpointStorage) -> None:

@@ -84,16 +84,6 @@ def test_an_unreachable_postgres_is_refused_before_spark(no_spark: None, tmp_pat
     assert "s3cret" not in message
 
 
-def test_a_postgres_without_prepared_transactions_is_refused_before_spark(
-    no_spark: None, postgres_without_2pc: Any, tmp_path: Path
-) -> None:
-    with pytest.raises(SinkOutputError) as refused:
-        run_into(PostgresSink(postgres_without_2pc.conninfo(), "events"), tmp_path)
-    message = str(refused.value)
-    assert "PostgresSink 'out' of job 'load' (table events)" in message
-    assert "max_prepared_transactions = 0" in message
-
-
 def test_a_finished_job_is_not_refused_by_its_outputs(
     no_spark: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
