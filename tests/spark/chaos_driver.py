@@ -59,7 +59,7 @@ def execute_once(spark: Any, base: Path, job: dict[str, Any]) -> pa.Table | None
         process = FaultyKeyedProcess(markers, faults_at(job, "process"))
         stream = stream.key_by("key").process(process, name="chaos-process")
     if job["sinks"] == "collect_api":
-        return stream.collect(job["name"])
+        return stream.execute_and_collect(job["name"])
     collect = None
     if job["sinks"] in ("files", "both"):
         files = FaultyFileSink(job["output"], markers, faults_at(job, "files"), rows_per_file=400)

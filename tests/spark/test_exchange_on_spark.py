@@ -155,7 +155,7 @@ def test_a_job_reads_spark_batches_of_the_exchange_size_unless_the_user_chose_on
 
     def sizes(name: str) -> list[int]:
         env = StreamExecutionEnvironment(parallelism=1, spark=spark, checkpoint_dir=str(tmp_path))
-        table = env.from_dataframe(frame).map_batch(_batch_sizes).collect(name)
+        table = env.from_dataframe(frame).map_batch(_batch_sizes).execute_and_collect(name)
         column = table.column("rows").to_pylist()
         return sorted(set(column), reverse=True)
 

@@ -100,7 +100,7 @@ def test_a_run_puts_back_the_threads_job_group_and_adaptive_setting(
         assert context.getLocalProperty(DESCRIPTION) == "my own work"
         # the epochs ran in the caller's group (its cancel reaches them), tagged as epochs
         tracker = context._jsc.sc().statusTracker()
-        epoch_1 = list(tracker.getJobIdsForTag(f"flintlock:labels:epoch-1:run-{result.run_id}"))
+        epoch_1 = list(tracker.getJobIdsForTag(f"flintlock:labels:chk-1:run-{result.run_id}"))
         assert epoch_1 and set(epoch_1) <= set(context.statusTracker().getJobIdsForGroup("mine"))
         assert context.getLocalProperty(EPOCH_PROPERTY) is None
         assert spark.conf.get(AQE) == "true"

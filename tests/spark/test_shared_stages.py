@@ -37,7 +37,7 @@ def run(spark: Any, frame: Any, folder: Path, name: str, factor: int, keyed: boo
     stream = env.from_dataframe(frame).map_batch(scaled(factor))
     if keyed:  # a second stage after the keyed exchange
         stream = stream.key_by("k").map_batch(scaled(1))
-    return stream.collect(name)
+    return stream.execute_and_collect(name)
 
 
 def expected(factor: int) -> list[tuple[int, int]]:
