@@ -21,7 +21,6 @@ from sink_scenarios import (
 )
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
-from flintlock.plugin_api import SinkOutputError
 from flintlock.sinks.postgres import PostgresSink
 
 pytestmark = pytest.mark.slow
@@ -70,30 +69,14 @@ def test_upsert_keeps_each_keys_last_row(spark: Any, tmp_path: Path, pg_conninfo
     assert prepared_transactions(pg_conninfo) == []
 
 
-def test_a_server_without_prepared_transactions_is_refused_before_spark_runs(
+def test_a_server_with_postgresqls_default_settings_runs_the_job_exactly_once(
     spark: Any, tmp_path: Path, postgres_without_2pc: Any
 ) -> None:
-    sink = PostgresSink(postgres_without_2pc.conninfo(), "out")
-    before = last_job_id(spark, "before")
-    with pytest.raises(SinkOutputError) as refused:
-        bounded_job(spark, str(tmp_path), sink, rows=10)
-    message = str(refused.value)
-    assert "the server must allow prepared transactions (max_prepared_transactions > 0)" in message
-    assert "job 'bounded'" in message
-    assert last_job_id(spark, "after") == before + 1  # no Spark job ran in between
-
-
-def last_job_id(spark: Any, probe: str) -> int:
-    """The id of a tiny Spark job run now: ids are consecutive, so two probes one apart
-    prove that no job ran between them."""
-    context = spark.sparkContext
-    group = f"postgres-refusal-probe-{probe}"
-    context.setJobGroup(group, group)
-    try:
-        spark.range(1).collect()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    return max(context.statusTracker().getJobIdsForGroup(group))
+    """max_prepared_transactions = 0, PostgreSQL's default: the sink prepares nothing."""
+    conninfo = postgres_without_2pc.conninfo()
+    bounded_job(spark, str(tmp_path), PostgresSink(conninfo, "out"), rows=10)
+    check_exactly_once(read_back(conninfo, "out"), 10, drained=True)
+    assert prepared_transactions(conninfo) == []
 
 
 def test_the_readme_postgres_block_runs(
