@@ -250,8 +250,8 @@ class PostgresSink(TwoPhaseCommitSink):
         return self._who(context.sink_uid, context.job_name, context.checkpoint_id)
 
     def check_output(self, context: OutputCheckContext) -> None:
-        """Before Spark starts, one connection: the server reachable and allowing
-        prepared transactions, the bookkeeping table made; the table made from
+        """Before Spark starts, one connection: the server reachable, the bookkeeping
+        table made; the table made from
         ``schema``, or, if it exists, checked against the stream (``schema``, else the
         stream's ``input_schema``)."""
         who = self._who(context.sink_uid, context.job_name, 0)
