@@ -13,6 +13,7 @@ import pyarrow.fs as pafs
 from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.commit_log import CommitLog
 from flintlock.core.checkpoint.fences import (
+    CHECKPOINT_FOLDER,
     fence_next,
     highest_folder_id,
     is_fence,
@@ -26,7 +27,6 @@ from flintlock.core.job_errors import CheckpointError, CommitError, CommittableE
 
 METADATA = "_metadata.json"
 COMMITTED = "_committed.json"
-CHECKPOINT_FOLDER = re.compile(r"chk-(\d+)")
 RUN_FOLDER = re.compile(r"[0-9a-f]{12}")
 """A run's folder in the job's folder (``JobMaster.new_run_id``)."""
 
@@ -35,7 +35,6 @@ __all__ = [
     "CheckpointError",
     "CommitError",
     "CompletedCheckpoint",
-    "is_fence",
 ]
 
 
@@ -214,10 +213,11 @@ class CheckpointCoordinator:
             if match is None or int(match.group(1)) >= checkpoint_id:
                 continue
             earlier = int(match.group(1))
-            if self.commit_log.contains(earlier) or self._completed_document(info.path) is None:
+            if self.commit_log.contains(earlier):
                 continue
-            if not self.storage.exists(f"{info.path}/{COMMITTED}"):
-                pending.append(self._read(earlier, info.path))
+            document = self._completed_document(info.path)
+            if document is not None and not self.storage.exists(f"{info.path}/{COMMITTED}"):
+                pending.append(self._read(earlier, info.path, document))
         return sorted(pending, key=lambda c: c.checkpoint_id)
 
     def _commit_one(
@@ -288,8 +288,9 @@ class CheckpointCoordinator:
         needed: dict[str, set[str]] = {}
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
-            if match is not None and self._completed_document(info.path) is not None:
-                checkpoint = self._read(int(match.group(1)), info.path)
+            document = self._completed_document(info.path) if match is not None else None
+            if match is not None and document is not None:
+                checkpoint = self._read(int(match.group(1)), info.path, document)
                 needed.setdefault(checkpoint.run_id, set()).add(info.base_name)
         removed = []
         for run in list_folder(self.storage.filesystem, self.folder.path):
@@ -330,14 +331,17 @@ class CheckpointCoordinator:
             ids.append(int(match.group(1)))
         for checkpoint_id in sorted(ids, reverse=True):
             folder = f"{self.directory}/chk-{checkpoint_id}"
-            if self._completed_document(folder) is None:
+            document = self._completed_document(folder)
+            if document is None:
                 continue  # never completed (its run stopped before), or a fence
-            return self._read(checkpoint_id, folder)
+            return self._read(checkpoint_id, folder, document)
         return None
 
-    def _read(self, checkpoint_id: int, folder: str) -> CompletedCheckpoint:
+    def _read(self, checkpoint_id: int, folder: str, document: Any = None) -> CompletedCheckpoint:
+        """Checkpoint ``checkpoint_id`` from its metadata (``document`` if read already)."""
         path = f"{folder}/{METADATA}"
-        document = self.storage.read_json(path)
+        if document is None:
+            document = self.storage.read_json(path)
         try:
             if document["job_name"] != self.job_name or document["job_id"] != self.folder.job_id:
                 raise CheckpointError(

@@ -33,11 +33,6 @@ def create_once(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool:
     )
 
 
-def supports_create_once(filesystem: pafs.FileSystem) -> bool:
-    """Whether ``create_once`` works on ``filesystem``."""
-    return _local_path(filesystem, "/") is not None or isinstance(filesystem, pafs.S3FileSystem)
-
-
 def _local_path(filesystem: pafs.FileSystem, path: str) -> str | None:
     """The local path of ``path`` if ``filesystem`` is local (or a subtree of one)."""
     if isinstance(filesystem, pafs.LocalFileSystem):

@@ -127,7 +127,7 @@ class CheckpointStorage:
 
     def write_json(self, path: str, document: Any) -> int:
         """Write a JSON document; returns its size in bytes."""
-        data = json.dumps(document, sort_keys=True, indent=1).encode()
+        data = _json_bytes(document)
         retrying(path, "write", lambda: self._write_bytes(path, data))
         return len(data)
 
@@ -149,8 +149,7 @@ class CheckpointStorage:
     def create_json_once(self, path: str, document: Any) -> bool:
         """Create ``path`` with ``document`` unless a file is there (then False, nothing
         written): readers see the whole document or none, and of two writers one fails."""
-        data = json.dumps(document, sort_keys=True, indent=1).encode()
-        self._make_parent(path)
+        data = _json_bytes(document)  # create_once makes a local parent; S3 has none
         # a create whose answer was lost finds its own file when tried again: callers
         # tell their own document (publish_once) or take the next generation (the lease)
         return retrying(path, "create", lambda: create_once(self.filesystem, path, data))
@@ -186,3 +185,8 @@ class CheckpointStorage:
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]
         self.filesystem.create_dir(parent, recursive=True)
+
+
+def _json_bytes(document: Any) -> bytes:
+    """A JSON document as flintlock writes it: sorted keys, one space of indent."""
+    return json.dumps(document, sort_keys=True, indent=1).encode()

@@ -29,7 +29,7 @@ import re
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -202,7 +202,7 @@ def _with_heartbeat(storage: CheckpointStorage, folder: str, holder: LeaseHolder
         renewed = float(document["renewed"])
     except (CheckpointError, KeyError, TypeError, ValueError):
         return holder
-    return LeaseHolder(**{**asdict(holder), "renewed": max(renewed, holder.renewed)})
+    return replace(holder, renewed=max(renewed, holder.renewed))
 
 
 def read_holder(storage: CheckpointStorage, folder: str) -> LeaseHolder | None:

@@ -158,7 +158,7 @@ def _modules_of(*objects: Any, depth: int = 3) -> set[str]:
             cell.cell_contents for cell in getattr(obj, "__closure__", None) or () if _filled(cell)
         ]
         inner += list(getattr(obj, "__defaults__", None) or ())
-        if not callable(obj) or (hasattr(obj, "__dict__") and not isinstance(obj, type)):
+        if not isinstance(obj, type):
             inner += [v for v in getattr(obj, "__dict__", {}).values() if not isinstance(v, type)]
         found |= _modules_of(*inner, depth=depth - 1)
     return found
