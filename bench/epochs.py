@@ -3,8 +3,8 @@
 1. Overhead: a trivial job (sequence source, a few rows per epoch -> map_batch -> FileSink)
    runs epochs back to back; after every epoch the progress callback runs the baseline
    once, a trivial two-stage Spark job with an exact exchange (``spark.range(0, 2, 1, 2)
-   .mapInArrow(f).repartitionById(2, "route").mapInArrow(g).toArrow()``, with the
-   session's settings: AQE on, as Spark 4 has it), so
+   .mapInArrow(f).repartitionById(2, "route").mapInArrow(g).toArrow()``, in the
+   bench session, which has flintlock's stage settings: AQE off), so
    both are measured interleaved in the same session. An epoch's cycle is the time from
    one progress callback's return to the next callback (everything the driver does per
    epoch); the split of it comes from timers around the driver's steps (core unchanged).

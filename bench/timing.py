@@ -30,22 +30,26 @@ CORES = 2
 
 
 def local_session(driver_memory: str | None = None) -> Any:
-    """A quiet ``local[2]`` session tuned as a user would tune it for its baselines:
-    adaptive execution on (Spark 4's default) and shuffle partitions matched to the cores
-    (not Spark's 200). flintlock's epochs set their own (``core/spark/run_settings.py``).
-    Its workers run on this interpreter; BENCH_SPARK_CONF (``key=value,...``) adds
-    settings for an A/B comparison."""
+    """A quiet ``local[2]`` session tuned as a user tunes Spark on 2 cores (shuffle
+    partitions matched to the cores, not Spark's 200) and with the settings flintlock's
+    own stages run with (``core/spark/run_settings.py``: adaptive execution off, Arrow
+    batches of ``JOB_ARROW_BATCH_ROWS``), so baselines and flintlock run alike. Its workers
+    run on this interpreter; BENCH_SPARK_CONF (``key=value,...``) adds settings for an
+    A/B comparison."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
+
+    from flintlock.core.spark.sources import ARROW_BATCH_ROWS, JOB_ARROW_BATCH_ROWS
 
     builder = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
-        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(CORES))
+        .config(ARROW_BATCH_ROWS, JOB_ARROW_BATCH_ROWS)
     )
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)
