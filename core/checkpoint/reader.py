@@ -129,10 +129,11 @@ def storage_for(path: str) -> CheckpointStorage:
 
 def storage_at(path: str, storage: CheckpointStorage | None) -> CheckpointStorage:
     """Storage rooted at ``path``: a path on ``storage``'s file system when given (a path
-    inside a job's folder, which has no scheme), else a local path or a URI."""
+    inside a job's folder, or its URI as ``storage.uri`` writes it), else a local path or
+    a URI."""
     if storage is None:
         return storage_for(path)
-    return CheckpointStorage(storage.filesystem, path)
+    return CheckpointStorage(storage.filesystem, storage.path_of(path) or path, storage.uri_prefix)
 
 
 def load_checkpoint(path: str, storage: CheckpointStorage | None = None) -> Checkpoint:

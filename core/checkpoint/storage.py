@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -54,15 +54,38 @@ def list_folder(
 class CheckpointStorage:
     """Reads and writes snapshot files under ``base_path`` of a pyarrow file system."""
 
-    def __init__(self, filesystem: pafs.FileSystem, base_path: str) -> None:
+    def __init__(
+        self, filesystem: pafs.FileSystem, base_path: str, uri_prefix: str | None = None
+    ) -> None:
         self.filesystem = filesystem
         self.base_path = base_path.rstrip("/")
+        local = isinstance(filesystem, pafs.LocalFileSystem)
+        self.uri_prefix = (
+            uri_prefix
+            if uri_prefix is not None
+            else ("" if local else f"{filesystem.type_name}://")
+        )
+        """What turns a path on this storage back into the URI it came from (``s3://``;
+        nothing for a local path)."""
 
     @classmethod
     def from_uri(cls, uri: str) -> CheckpointStorage:
         """Storage for a URI or local path (``file:///...``, ``s3://...``, ``/tmp/chk``)."""
         filesystem, path = pafs.FileSystem.from_uri(uri)
-        return cls(filesystem, path)
+        return cls(filesystem, path, _uri_prefix(uri, path))
+
+    def uri(self, path: str) -> str:
+        """``path`` on this storage as a user passes it back (``s3://bucket/...``): what
+        flintlock hands to users (savepoints, checkpoints) names its file system."""
+        return f"{self.uri_prefix}{path}"
+
+    def path_of(self, uri: str) -> str | None:
+        """The path on this storage that ``uri`` names, if it names one as ``uri(...)``
+        writes it (same scheme, no credentials or options: those would say otherwise)."""
+        if not self.uri_prefix or not uri.startswith(self.uri_prefix) or "?" in uri:
+            return None
+        path = uri[len(self.uri_prefix) :]
+        return None if "@" in path.split("/", 1)[0] else path
 
     def job_dir(self, job_name: str) -> str:
         """The folder of job ``job_name``: its identity, result, checkpoints and runs."""
@@ -185,6 +208,16 @@ class CheckpointStorage:
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]
         self.filesystem.create_dir(parent, recursive=True)
+
+
+def _uri_prefix(uri: str, path: str) -> str:
+    """What goes before ``path`` to name it as ``uri`` did, without the credentials or
+    options a URI may carry: ``s3://`` (the bucket is in the path), ``hdfs://host:port``."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("", "file") or len(parts.scheme) == 1:  # a path (C: on Windows)
+        return ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://" if path.startswith(host) else f"{parts.scheme}://{host}"
 
 
 def _json_bytes(document: Any) -> bytes:

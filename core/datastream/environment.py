@@ -15,6 +15,7 @@ from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.job_folder import check_job_name
 from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.source_methods import SourceMethods
 from flintlock.core.hooks.manager import plugins_for
@@ -166,7 +167,11 @@ class StreamExecutionEnvironment(SourceMethods):
             restore_from = os.environ.get(FROM_SAVEPOINT_ENV) or None
         if restore_from is not None:
             restore = prepare_restore(
-                restore_from, uids, self.max_parallelism, allow_non_restored_state
+                restore_from,
+                uids,
+                self.max_parallelism,
+                allow_non_restored_state,
+                storage=savepoint_storage(restore_from, self.checkpoint_dir),
             )
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
@@ -268,6 +273,16 @@ class StreamExecutionEnvironment(SourceMethods):
     def operator(self, kind: str) -> Callable[..., StreamOperator]:
         """The operator factory registered as ``kind``."""
         return self.registry.get("operator", kind)
+
+
+def savepoint_storage(restore_from: str, checkpoint_dir: str | None) -> CheckpointStorage | None:
+    """The job's checkpoint storage if ``restore_from`` is a URI on it as flintlock hands
+    them out (``s3://bucket/...`` without credentials or options): a savepoint or stop's
+    answer restores with the job's own file system settings."""
+    if checkpoint_dir is None or "://" not in restore_from:
+        return None
+    storage = CheckpointStorage.from_uri(checkpoint_dir)
+    return storage if storage.path_of(restore_from) is not None else None
 
 
 def _print_spark_ui(spark: SparkSession) -> None:

@@ -11,16 +11,16 @@ How an epoch ends (the termination table):
 - sources exhausted, or a stop with drain: MAX_WATERMARK, end_input, finish, then the
   final checkpoint (a savepoint for a drain), its commit, and FINISHED (a drain too,
   as Flink reports it; see ``EpochRun.ended``);
-- a stop without drain: a savepoint without finish, its commit, STOPPED; a stop asked
-  while an epoch runs is taken at that epoch's end (its checkpoint becomes the savepoint,
-  no further epoch runs), as Flink's stop-with-savepoint takes the next barrier;
+- a stop without drain: a savepoint without finish, its commit, STOPPED; a stop (or a
+  savepoint) asked while an epoch runs is taken at that epoch's end (its checkpoint
+  becomes the savepoint; after a stop no further epoch runs), as Flink takes either at
+  the next barrier;
 - otherwise: a checkpoint without finish, its commit, and the next epoch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,26 +30,22 @@ from flintlock.core.checkpoint.restore import (
     RestoreSource,
     plan_restores,
 )
-from flintlock.core.checkpoint.savepoints import as_planned, snapshots_moved_to
+from flintlock.core.checkpoint.savepoints import as_planned
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import ControlRequest
 from flintlock.core.job.epoch_run import EpochRun
-from flintlock.core.job_errors import CheckpointError, LeaseLostError
+from flintlock.core.job_errors import LeaseLostError
 from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.spark.keep_alive import HOLD_SECONDS, keep_alive_seconds, keep_workers_alive
 
 if TYPE_CHECKING:
     from flintlock.core.job.result import JobExecutionResult
-    from flintlock.core.plan.execution import ExecutionPlan
 
 
 class EpochLoop(EpochRun):
     """Runs one job run as epochs until its input ends, a stop, or its trigger says so."""
-
-    stop_at_epoch_end: ControlRequest | None = None
-    """The stop asked while the current epoch ran, taken at its end (its savepoint)."""
 
     # ---- the run ----
 
@@ -68,7 +64,7 @@ class EpochLoop(EpochRun):
         aborted: list[int] = []
         checkpoint: CompletedCheckpoint | None = latest
         epoch_started = time.monotonic()
-        master.epoch_end_savepoint = self._savepoint_at_epoch_end
+        master.epoch_end_savepoint = self.savepoint_at_epoch_end
         try:
             while True:
                 request = self.next_request(run_id)
@@ -90,11 +86,11 @@ class EpochLoop(EpochRun):
                 root = self.savepoint_root(checkpoint_id) if request is not None else None
                 plan = self.plan(run_id, barrier, restores, aborted, planned, source_ends, root)
                 plan.finished_vertices = dict(finished)
-                self.stop_at_epoch_end = None
+                self.request_at_epoch_end = None
                 try:
                     checkpoint = self.checkpoint_epoch(plan, planned)
-                    if request is None and self.stop_at_epoch_end is not None:
-                        request = self.stop_at_epoch_end  # its savepoint is this checkpoint
+                    if request is None and self.request_at_epoch_end is not None:
+                        request = self.request_at_epoch_end  # its savepoint is this checkpoint
                 except Exception as error:
                     if request is None:
                         raise
@@ -108,7 +104,7 @@ class EpochLoop(EpochRun):
                 self.commit_epoch(plan, checkpoint, epoch_started)
                 states = {uid: p.state for uid, p in planned.items()}
                 finished = checkpoint.finished_vertices()
-                savepoint = checkpoint.savepoint
+                savepoint = self.savepoint_uri(checkpoint)
                 if request is not None:
                     self.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
                 if ends or (request is not None and request.action == "stop"):
@@ -129,28 +125,6 @@ class EpochLoop(EpochRun):
             raise error from failure
         finally:
             master.epoch_end_savepoint = as_planned
-
-    def _savepoint_at_epoch_end(
-        self, plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A stop without drain asked while the epoch ran is taken at its end, as Flink's
-        stop-with-savepoint is (no further epoch): the epoch's snapshots move into a new
-        savepoint folder and its checkpoint completes as that savepoint. A drain needs an
-        epoch whose input ends, so it waits for the next one, as does everything when the
-        snapshots cannot be moved (the stop is then taken one epoch later)."""
-        if plan.barrier.final or plan.snapshot_root is not None:
-            return as_planned(plan, acknowledgements)
-        request = self.next_request(plan.run_id)
-        if request is None or request.action != "stop" or request.drain:
-            return as_planned(plan, acknowledgements)
-        try:
-            root = self.savepoint_root(plan.barrier.checkpoint_id)
-            moved = snapshots_moved_to(self.master.storage, acknowledgements, root)
-        except (OSError, CheckpointError):
-            return as_planned(plan, acknowledgements)
-        plan.barrier = dataclasses.replace(plan.barrier, kind="savepoint")
-        self.stop_at_epoch_end = request
-        return moved, root
 
     def _plan_sources(self, states: dict[str, Any]) -> dict[str, EpochSplits]:
         """Each unbounded source's splits for the epoch starting now (by uid)."""

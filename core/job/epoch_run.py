@@ -25,13 +25,19 @@ from flintlock.core.checkpoint.restore import (
     plan_restores,
     prepare_restore,
 )
-from flintlock.core.checkpoint.savepoints import free_savepoint_root, new_savepoint_root
+from flintlock.core.checkpoint.savepoints import (
+    as_planned,
+    free_savepoint_root,
+    new_savepoint_root,
+    snapshots_moved_to,
+)
 from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job.run_graph import run_graph
 from flintlock.core.job.run_log import RunLog
+from flintlock.core.job_errors import CheckpointError
 from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import GraphError, JobGraph
@@ -68,6 +74,8 @@ class EpochRun:
         self.records_out: dict[str, int] = {}
         self.collected: dict[str, list[pa.Table]] = {}
         """Each collect sink's committed rows, epoch by epoch, for the run's result."""
+        self.request_at_epoch_end: ControlRequest | None = None
+        """A stop or savepoint asked while the current epoch ran, taken at its end."""
 
     def next_request(self, run_id: str) -> ControlRequest | None:
         """A stop asked for by a signal to the driver (Ctrl-C), else the oldest request
@@ -244,6 +252,38 @@ class EpochRun:
         default = f"{master.folder.path}/savepoints"  # a path on the job's file system
         return free_savepoint_root(master.storage, default, checkpoint_id)
 
+    def savepoint_at_epoch_end(
+        self, plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A stop without drain or a savepoint asked while the epoch ran is taken at its
+        end, as Flink takes either at the next barrier: the epoch's snapshots move into a
+        new savepoint folder and its checkpoint completes as that savepoint
+        (``request_at_epoch_end`` then names the request). A drain needs an epoch whose
+        input ends, so it waits for the next one, as does everything when the snapshots
+        cannot be moved."""
+        if plan.barrier.final or plan.snapshot_root is not None:
+            return as_planned(plan, acknowledgements)
+        request = self.next_request(plan.run_id)
+        if request is None or (request.action == "stop" and request.drain):
+            return as_planned(plan, acknowledgements)
+        try:
+            root = self.savepoint_root(plan.barrier.checkpoint_id)
+            moved = snapshots_moved_to(self.master.storage, acknowledgements, root)
+        except (OSError, CheckpointError):
+            return as_planned(plan, acknowledgements)
+        plan.barrier = replace(plan.barrier, kind="savepoint")
+        self.request_at_epoch_end = request
+        return moved, root
+
+    def savepoint_uri(self, checkpoint: CompletedCheckpoint) -> str | None:
+        """The checkpoint's savepoint folder as users pass it back (with its scheme)."""
+        savepoint = checkpoint.savepoint
+        return self.master.storage.uri(savepoint) if savepoint is not None else None
+
+    def checkpoint_uri(self, checkpoint_id: int) -> str:
+        """A completed checkpoint's folder as users pass it back (with its scheme)."""
+        return self.master.storage.uri(f"{self.master.folder.checkpoints}/chk-{checkpoint_id}")
+
     # ---- how a run ends ----
 
     def ended(
@@ -269,7 +309,7 @@ class EpochRun:
                 run_id, checkpoint.checkpoint_id, self.master.result_document(result)
             )
             self._write_status("FINISHED", run_id, checkpoint.checkpoint_id, savepoint=savepoint)
-            final = savepoint or f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+            final = savepoint or self.checkpoint_uri(checkpoint.checkpoint_id)
             self.control.answer_remaining(
                 run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
             )
@@ -291,7 +331,7 @@ class EpochRun:
             run_id, checkpoint_id, savepoint, master.result_document(result)
         )
         self._write_status("STOPPED", run_id, checkpoint_id, savepoint=savepoint)
-        stopped_at = savepoint or f"{master.folder.checkpoints}/chk-{checkpoint_id}"
+        stopped_at = savepoint or self.checkpoint_uri(checkpoint_id)
         self.control.answer_remaining(run_id, savepoint=stopped_at, checkpoint_id=checkpoint_id)
         result.savepoint_path = savepoint
         return self._finish_result(result, "STOPPED")

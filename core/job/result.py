@@ -142,7 +142,11 @@ class JobResults:
             vertex_seconds=seconds,
             collected=collected,
             resumed=resumed,
-            savepoint_path=checkpoint.savepoint if checkpoint is not None else None,
+            savepoint_path=(
+                self.storage.uri(checkpoint.savepoint)
+                if checkpoint is not None and checkpoint.savepoint is not None
+                else None
+            ),
         )
 
     def result_document(self, result: JobExecutionResult) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 The streaming query (``writeStream.foreachBatch``, its offsets in the job's folder) calls
 ``on_batch`` for every micro-batch; each one runs as one epoch ending in checkpoint
 ``base + batch_id + 1`` (``streaming_source`` says why that keeps both logs in step).
-Savepoint and stop requests are taken at the start of a micro-batch.
+A savepoint or stop requested while a micro-batch runs is taken at its end (its
+checkpoint becomes the savepoint), as the epoch loop does; one that arrives between
+micro-batches is taken by the next.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.restore import plan_restores
+from flintlock.core.checkpoint.savepoints import as_planned
 from flintlock.core.errors import FlintlockError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job.control import ControlRequest
@@ -65,16 +68,11 @@ class StreamingEpochs:
         self.started = started
         master.folder.record_running(self.run_id)
         loop.control.expire_requests(self.run_id)
-        query = self._writer().start()
-        query_error: Exception | None = None
+        master.epoch_end_savepoint = loop.savepoint_at_epoch_end
         try:
-            while query.isActive and not self.stop_now.is_set():
-                query.awaitTermination(0.1)
-        except Exception as error:  # Spark's StreamingQueryException: the query failed
-            query_error = error
+            query, query_error = self._await(self._writer().start())
         finally:
-            if query.isActive:
-                query.stop()
+            master.epoch_end_savepoint = as_planned
         if self.failure is not None:  # an epoch's own (flintlock) error, raised in on_batch
             master.record_failed(self.run_id, self.failure)  # type: ignore[arg-type]
             if isinstance(self.failure, FlintlockError):
@@ -82,7 +80,8 @@ class StreamingEpochs:
                 # names everything, the frames add only Spark's
                 raise self.failure.with_traceback(None) from None
             raise self.failure
-        if query_error is not None or query.exception() is not None:
+        failed = query_error is not None or query.exception() is not None
+        if failed and self.ending is None:  # after a stop, only a batch begun late failed
             error = JobControlError(query_failure(query_error or query.exception()))
             master.record_failed(self.run_id, error)
             raise error
@@ -92,6 +91,19 @@ class StreamingEpochs:
                 return loop.ended(checkpoint, self.run_id, started, savepoint, True)
             return loop.stopped(checkpoint, self.run_id, started, savepoint)
         return loop.stopped(self.checkpoint, self.run_id, started, None)
+
+    def _await(self, query: Any) -> tuple[Any, Exception | None]:
+        """Wait until the query ends or a stop took its savepoint; the query and the
+        error it failed with (Spark's StreamingQueryException), if any."""
+        try:
+            while query.isActive and not self.stop_now.is_set():
+                query.awaitTermination(0.1)
+        except Exception as error:
+            return query, error
+        finally:
+            if query.isActive:
+                query.stop()
+        return query, None
 
     def _writer(self) -> Any:
         """The query's writer: foreachBatch, the offsets folder, the trigger."""
@@ -108,7 +120,13 @@ class StreamingEpochs:
         return writer
 
     def on_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """One micro-batch: one epoch, unless its checkpoint completed before a crash."""
+        """One micro-batch: one epoch, unless its checkpoint completed before a crash.
+
+        Spark may begin the next micro-batch before the query stops after a stop's
+        savepoint: it fails unrun, so that Spark's commit log lacks it and the next start
+        runs it (returning would log it done, its rows never read)."""
+        if self.ending is not None:
+            raise JobControlError(f"micro-batch {batch_id} began after the stop's savepoint")
         try:
             self._epoch(batch, batch_id)
         except BaseException as error:
@@ -142,8 +160,11 @@ class StreamingEpochs:
         )
         state = {"offsets": self.offsets, "base": self.base, "batch_id": batch_id}
         planned = {self.uid: EpochSplits([[] for _ in range(parallelism)], state)}
+        loop.request_at_epoch_end = None
         try:
             plan, checkpoint = self._run(checkpoint_id, planned, request, drain)
+            if request is None and loop.request_at_epoch_end is not None:
+                request = loop.request_at_epoch_end  # its savepoint is this checkpoint
         except Exception as error:
             if request is None:
                 raise
@@ -156,7 +177,7 @@ class StreamingEpochs:
         loop.commit_epoch(plan, checkpoint, epoch_started)
         self.checkpoint, self.restores = checkpoint, loop.restores_after(checkpoint)
         if request is not None:
-            savepoint = checkpoint.savepoint
+            savepoint = loop.savepoint_uri(checkpoint)
             loop.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
             if request.action == "stop":
                 self.ending = (checkpoint, savepoint)

@@ -60,7 +60,8 @@ def test_an_unbounded_job_on_s3_resumes_exactly_once_and_the_cli_reads_it(
     client.stop()
     stopped = client.result()
     assert stopped.status == "STOPPED" and stopped.epochs >= 3
-    assert stopped.savepoint_path.startswith(f"{BUCKET}/{s3_folder}/chk/unbounded/savepoints/")
+    # a URI a user passes back as it is: its scheme, without the credentials or options
+    assert stopped.savepoint_path.startswith(f"s3://{BUCKET}/{s3_folder}/chk/unbounded/savepoints/")
     ids, _ = data_ids_and_totals(tmp_path)
     assert ids == list(range(PER_EPOCH * stopped.epochs))
 
@@ -92,11 +93,11 @@ def test_a_savepoint_at_an_s3_uri_restores_a_new_job(
     wait_for_epochs(client, 2)
     savepoint = client.stop()
     stopped = client.result()
-    assert savepoint.startswith(f"{BUCKET}/")
-    savepoint_uri = s3.uri(savepoint.removeprefix(f"{BUCKET}/"))
+    assert savepoint.startswith(f"s3://{BUCKET}/") and stopped.savepoint_path == savepoint
 
+    # the stop's answer restores as it is: a URI on the job's storage uses its settings
     second = s3_job(spark, s3.uri(f"{s3_folder}/chk-2"), tmp_path / "second" / "out")
-    client = second.execute_async("second", restore_from=savepoint_uri)
+    client = second.execute_async("second", restore_from=savepoint)
     wait_for_epochs(client, 2)
     client.stop()
     resumed = client.result()

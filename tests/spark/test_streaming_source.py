@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import streaming_jobs
 from pyspark import cloudpickle
 from streaming_jobs import FILES, KEYS, ROWS_PER_FILE, build, write_input
-from unbounded_jobs import committed_rows, wait_for_epochs
+from unbounded_jobs import committed_rows, epoch_under_way, wait_for_epochs
 
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
@@ -85,6 +86,32 @@ def test_a_rate_source_stops_with_a_savepoint_and_resumes_where_it_stopped(
     more = sorted(r["value"] for r in committed_rows(base))
     assert len(more) > len(values)
     assert more == list(range(len(more)))  # continued at its offsets: no gap, no duplicate
+
+
+def slow_value(row: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(0.01)  # a micro-batch of ~100 rows runs about half a second per subtask
+    return {"value": row["value"]}
+
+
+def test_a_stop_asked_during_a_micro_batch_is_taken_at_its_end(spark: Any, tmp_path: Path) -> None:
+    """As the epoch loop and Flink's stop-with-savepoint: the micro-batch running when the
+    stop came completes as the savepoint; no further micro-batch runs."""
+    base = str(tmp_path)
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=f"{base}/chk")
+    frame = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+    env.from_stream(frame).map(
+        slow_value, output_schema=pa.schema([("value", pa.int64())])
+    ).sink_to(FileSink(f"{base}/out"))
+    client = env.execute_async("late", trigger=EpochTrigger.processing_time(0.5))
+    during = epoch_under_way("late", first=2)
+    savepoint = client.stop()
+    stopped = client.result()
+    assert Path(savepoint).name.startswith(f"savepoint-{during}-")
+    assert stopped.status == "STOPPED" and stopped.epochs == during
+    checkpoints = Path(base, "chk", "late", "checkpoints")
+    assert not Path(checkpoints, f"chk-{during + 1}").exists()
+    values = sorted(r["value"] for r in committed_rows(base))
+    assert values == list(range(len(values))) and values  # each row once, none after it
 
 
 def test_only_a_streaming_dataframe_is_accepted(spark: Any, tmp_path: Path) -> None:

@@ -144,6 +144,26 @@ def test_a_stop_asked_during_an_epoch_is_taken_at_that_epochs_end(
     assert sorted(r["id"] for r in committed_rows(base)) == list(range(20 * (during + 1)))
 
 
+def test_a_savepoint_asked_during_an_epoch_is_that_epochs_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    """As Flink triggers a savepoint at the next barrier: the epoch running when it was
+    asked completes as the savepoint, and the job goes on."""
+    base = str(tmp_path)
+    client = build(spark, base, per_epoch=20, function=SlowRunningSum()).execute_async("asked")
+    during = epoch_under_way("asked", first=2)
+    savepoint = client.savepoint()
+    assert Path(savepoint).name.startswith(f"savepoint-{during}-")
+    checkpoints = Path(base, "chk", "asked", "checkpoints")
+    metadata = json.loads(Path(checkpoints, f"chk-{during}", "_metadata.json").read_text())
+    assert metadata["kind"] == "savepoint" and metadata["savepoint"] == savepoint
+    wait_for_epochs(client, during + 1)  # the job goes on after it
+    client.stop()
+    stopped = client.result()
+    assert stopped.epochs > during
+    assert sorted(r["id"] for r in committed_rows(base)) == list(range(20 * stopped.epochs))
+
+
 def test_a_savepoint_leaves_the_job_running(spark: Any, tmp_path: Path) -> None:
     base = str(tmp_path)
     client = build(spark, base).execute_async(
