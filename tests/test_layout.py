@@ -172,3 +172,22 @@ def test_the_layout_section_names_every_subpackage_and_pyproject_packages_it() -
     for room in set(LAYERS) - {""}:
         assert re.search(rf"\b{room}/", layout), f"CONTRIBUTING's Layout does not name {room}/"
         assert f"flintlock.core.{room}" in packages, f"pyproject does not package {room}/"
+
+
+CHECKPOINT_PATH = re.compile(r"/chk-\{")
+"""A path to a checkpoint's folder or record spelled by hand (``f".../chk-{id}"``)."""
+SPELLS_CHECKPOINT_PATHS = {"core/checkpoint/job_folder.py", "core/checkpoint/storage.py"}
+"""``JobFolder`` (the job folder's paths) and ``CheckpointStorage`` (a task's snapshots)."""
+
+
+def test_only_the_job_folder_spells_a_checkpoint_path() -> None:
+    """Every path of a checkpoint in the job folder comes from ``JobFolder`` (its
+    ``checkpoint_dir``, ``checkpoint_file``, ``commit_record``, ``run_checkpoint_dir``)."""
+    spelled = [
+        str(path.relative_to(ROOT))
+        for folder in ("core", "flintlock")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in SPELLS_CHECKPOINT_PATHS
+        and CHECKPOINT_PATH.search(path.read_text())
+    ]
+    assert spelled == []

@@ -20,7 +20,6 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.job_errors import CheckpointError
 
-COMMITS = "_commits"
 ENTRY = re.compile(r"chk-(\d+)\.json")
 KEPT_ENTRIES = 100
 """Newest entries kept: the newest one decides; older ones are history."""
@@ -41,11 +40,11 @@ class CommitLog:
     def __init__(self, folder: JobFolder) -> None:
         self.folder = folder
         self.storage = folder.storage
-        self.directory = f"{folder.path}/{COMMITS}"
+        self.directory = folder.commits
         self._ids: list[int] | None = None
 
     def path_of(self, checkpoint_id: int) -> str:
-        return f"{self.directory}/chk-{checkpoint_id}.json"
+        return self.folder.commit_record(checkpoint_id)
 
     def forget(self) -> None:
         """List the record again at the next look (another driver may have added to it)."""
@@ -114,7 +113,7 @@ class CommitLog:
         last = self.last()
         if last is None or (latest_id is not None and latest_id >= last.checkpoint_id):
             return
-        missing = f"{self.folder.checkpoints}/chk-{last.checkpoint_id}/_metadata.json"
+        missing = self.folder.checkpoint_file(last.checkpoint_id, "_metadata.json")
         start = f"checkpoint {latest_id}" if latest_id is not None else "the beginning"
         raise CheckpointError(
             f"job '{self.folder.job_name}': checkpoint {last.checkpoint_id} was committed "

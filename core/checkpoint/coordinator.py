@@ -127,7 +127,7 @@ class CheckpointCoordinator:
         savepoint_metadata = None
         if snapshot_root is not None:
             savepoint_metadata = self._write_savepoint(snapshot_root, document, ordered)
-        path = f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
+        path = self.folder.checkpoint_file(checkpoint_id, METADATA)
         document["acknowledgements"] = _relative_manifests(parent_folder(path), ordered)
         document["committables"] = committables
         if snapshot_root is not None:
@@ -187,7 +187,7 @@ class CheckpointCoordinator:
         return fence_next(self.folder, run_id, self.highest_id, self._metadata_path)
 
     def _metadata_path(self, checkpoint_id: int) -> str:
-        return f"{self.directory}/chk-{checkpoint_id}/{METADATA}"
+        return self.folder.checkpoint_file(checkpoint_id, METADATA)
 
     def _completed_document(self, folder: str) -> dict[str, Any] | None:
         """The metadata of the checkpoint in ``folder``; None if it has none or is a fence."""
@@ -242,7 +242,7 @@ class CheckpointCoordinator:
                     f"job '{self.job_name}': {type(error).__name__}: {error}; start the job "
                     f"again on the same checkpoint directory to complete the commit"
                 ) from error
-        path = f"{self.directory}/chk-{checkpoint.checkpoint_id}/{COMMITTED}"
+        path = self.folder.checkpoint_file(checkpoint.checkpoint_id, COMMITTED)
         self.storage.write_json_atomically(path, {"checkpoint_id": checkpoint.checkpoint_id})
         self.commit_log.record(checkpoint.checkpoint_id, checkpoint.run_id)
         checkpoint.committed = True
@@ -268,11 +268,11 @@ class CheckpointCoordinator:
                 completed.append(int(match.group(1)))
         deleted = []
         for checkpoint_id in sorted(completed, reverse=True)[keep:]:
-            folder = f"{self.directory}/chk-{checkpoint_id}"
+            folder = self.folder.checkpoint_dir(checkpoint_id)
             checkpoint = self._read(checkpoint_id, folder)
             self.storage.filesystem.delete_file(f"{folder}/{METADATA}")
             for leftover in (
-                f"{self.folder.run_dir(checkpoint.run_id)}/chk-{checkpoint_id}",
+                self.folder.run_checkpoint_dir(checkpoint.run_id, checkpoint_id),
                 folder,
             ):
                 if checkpoint.savepoint is None or not lies_under(checkpoint.savepoint, leftover):
@@ -330,7 +330,7 @@ class CheckpointCoordinator:
                 )
             ids.append(int(match.group(1)))
         for checkpoint_id in sorted(ids, reverse=True):
-            folder = f"{self.directory}/chk-{checkpoint_id}"
+            folder = self.folder.checkpoint_dir(checkpoint_id)
             document = self._completed_document(folder)
             if document is None:
                 continue  # never completed (its run stopped before), or a fence

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 IDENTITY = "_job.json"
 RESULT = "_result.json"
+COMMITS = "_commits"
 MAX_ENCODED_NAME = 200
 """Longest encoded job name: leaves room under the 255-byte file name limit."""
 
@@ -63,6 +64,7 @@ class JobFolder:
         self.job_name = check_job_name(job_name)
         self.path = storage.job_dir(job_name)
         self.checkpoints = f"{self.path}/checkpoints"
+        self.commits = f"{self.path}/{COMMITS}"
         self._job_id: str | None = None
         self.lease: JobLease | None = None
         """The lease of the driver run that uses this folder, once it holds one."""
@@ -113,6 +115,22 @@ class JobFolder:
     def run_dir(self, run_id: str) -> str:
         """The folder of one run of this job."""
         return self.storage.run_dir(self.job_name, run_id)
+
+    def checkpoint_dir(self, checkpoint_id: int) -> str:
+        """Where checkpoint ``checkpoint_id`` is published: ``checkpoints/chk-<id>``."""
+        return f"{self.checkpoints}/chk-{checkpoint_id}"
+
+    def checkpoint_file(self, checkpoint_id: int, name: str) -> str:
+        """A file of checkpoint ``checkpoint_id``'s folder (its metadata, its marker)."""
+        return f"{self.checkpoint_dir(checkpoint_id)}/{name}"
+
+    def commit_record(self, checkpoint_id: int) -> str:
+        """The record that the sinks committed checkpoint ``checkpoint_id``."""
+        return f"{self.commits}/chk-{checkpoint_id}.json"
+
+    def run_checkpoint_dir(self, run_id: str, checkpoint_id: int) -> str:
+        """Where a run's subtasks write their snapshots of ``checkpoint_id``."""
+        return self.storage.run_checkpoint_dir(self.job_name, run_id, checkpoint_id)
 
     # ---- the job result store ----
 

@@ -95,6 +95,10 @@ class CheckpointStorage:
         """The folder of one run of a job: its subtasks' snapshots and scratch files."""
         return f"{self.job_dir(job_name)}/{run_id}"
 
+    def run_checkpoint_dir(self, job_name: str, run_id: str, checkpoint_id: int) -> str:
+        """Where a run's subtasks write their snapshots of ``checkpoint_id``."""
+        return f"{self.run_dir(job_name, run_id)}/chk-{checkpoint_id}"
+
     def task_snapshot_dir(self, task: TaskInfo, checkpoint_id: int, root: str | None = None) -> str:
         """A directory unique to one attempt of one subtask's snapshot of a checkpoint.
 
@@ -103,7 +107,7 @@ class CheckpointStorage:
         where = (
             root.rstrip("/")
             if root
-            else f"{self.run_dir(task.job_name, task.run_id)}/chk-{checkpoint_id}"
+            else self.run_checkpoint_dir(task.job_name, task.run_id, checkpoint_id)
         )
         return f"{where}/{safe_name(task.task_name)}/{task.subtask_index}-{task.attempt_id}"
 

@@ -140,9 +140,7 @@ class JobControl:
         record = self.folder.read_record()
         ended = record is not None and record.run_id == request.run_id
         if ended and request.action == "stop" and record.status in ("FINISHED", "STOPPED"):
-            checkpoint = self.folder.storage.uri(
-                f"{self.folder.checkpoints}/chk-{record.checkpoint_id}"
-            )
+            checkpoint = self.folder.storage.uri(self.folder.checkpoint_dir(record.checkpoint_id))
             return {"savepoint": record.savepoint or checkpoint, "final": True}
         if ended and record is not None and record.status != "RUNNING":
             status = f"it ended {record.status}"

@@ -104,7 +104,7 @@ class EpochRun:
             # continue the job: after a crash, a stop, or an available-now run
             master.coordinator.commit(latest, master.sinks)  # idempotent
             master.abort_uncommitted(run_id, latest.committables)
-            path = f"{master.folder.checkpoints}/chk-{latest.checkpoint_id}"
+            path = master.folder.checkpoint_dir(latest.checkpoint_id)
             restore = prepare_restore(
                 path, self.uids, master.config.max_parallelism, storage=master.storage
             )
@@ -238,7 +238,7 @@ class EpochRun:
     def restores_after(self, checkpoint: CompletedCheckpoint) -> dict[tuple[int, int], TaskRestore]:
         """What the next epoch restores: the checkpoint this one just completed (read
         through the job's storage: its paths have no scheme, whatever the file system)."""
-        path = f"{self.master.folder.checkpoints}/chk-{checkpoint.checkpoint_id}"
+        path = self.master.folder.checkpoint_dir(checkpoint.checkpoint_id)
         stored = load_checkpoint(path, self.master.storage)
         names = {name: name for name in stored.operators()}
         return plan_restores(RestoreSource(stored, names, []), self.graph)
@@ -282,7 +282,7 @@ class EpochRun:
 
     def checkpoint_uri(self, checkpoint_id: int) -> str:
         """A completed checkpoint's folder as users pass it back (with its scheme)."""
-        return self.master.storage.uri(f"{self.master.folder.checkpoints}/chk-{checkpoint_id}")
+        return self.master.storage.uri(self.master.folder.checkpoint_dir(checkpoint_id))
 
     # ---- how a run ends ----
 

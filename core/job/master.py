@@ -307,7 +307,7 @@ class JobMaster(JobResults):
         self.folder.record_finished(
             checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
         )
-        final = self.storage.uri(f"{self.folder.checkpoints}/chk-{checkpoint.checkpoint_id}")
+        final = self.storage.uri(self.folder.checkpoint_dir(checkpoint.checkpoint_id))
         JobControl(self.folder).answer_remaining(
             self.run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
         )
