@@ -48,10 +48,10 @@ from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
+from flintlock.core.job import run_end, run_start
 from flintlock.core.job.control import JobControl
-from flintlock.core.job.epoch_loop import EpochLoop
-from flintlock.core.job.epoch_run import EpochRun
-from flintlock.core.job.master import JobMaster
+from flintlock.core.job.run import JobRun
+from flintlock.core.job.schedules import TriggeredEpochs
 from flintlock.core.spark.epoch_frames import EpochFrames
 from flintlock.core.spark.stage import StageFunction
 from flintlock.sinks.files import FileSink
@@ -112,16 +112,16 @@ def baseline_job(spark: Any, first: Any = _route) -> float:
 
 STEPS: list[tuple[str, Any, str]] = [
     ("control requests (poll)", JobControl, "next_request"),
-    ("plan source splits", EpochLoop, "_plan_sources"),
-    ("checkpoint details", JobMaster, "checkpoint_details"),
+    ("plan source splits", TriggeredEpochs, "_plan_sources"),
+    ("checkpoint details", run_start, "checkpoint_details"),
     ("build the epoch's DataFrame", EpochFrames, "frame_for"),
     ("Spark job (toArrow)", None, "toArrow"),  # the session's DataFrame class
-    ("read acknowledgements", JobMaster, "_read_messages"),
+    ("read acknowledgements", JobRun, "_read_messages"),
     ("complete checkpoint (metadata)", CheckpointCoordinator, "complete"),
     ("sink commit", CheckpointCoordinator, "commit"),
     ("retain checkpoints", CheckpointCoordinator, "retain"),
-    ("status file write", EpochRun, "_write_status"),
-    ("plan next epoch's restores", EpochRun, "restores_after"),
+    ("status file write", run_end, "write_status"),
+    ("plan next epoch's restores", JobRun, "restores_after"),
 ]
 
 

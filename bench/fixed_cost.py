@@ -35,21 +35,21 @@ from pyspark import cloudpickle
 from timing import local_session
 
 from flintlock.core.checkpoint import coordinator
-from flintlock.core.job import epoch_run, lease, master
+from flintlock.core.job import lease, master, run
 from flintlock.core.spark import epoch_frames, source_partitions
 
 cloudpickle.register_pickle_by_value(w1)  # workers cannot import examples/w1.py
 
 STEPS: list[tuple[Any, str, str]] = [
     (master.JobMaster, "execute", "the job (JobMaster.execute)"),
-    (master.JobMaster, "run_epoch", "  its epoch (run_epoch)"),
+    (run.JobRun, "run_epoch", "  its epoch (run_epoch)"),
     (epoch_frames.EpochFrames, "frame_for", "    build the epoch's DataFrame"),
-    (master.JobMaster, "_read_messages", "    read the acknowledgements"),
+    (run.JobRun, "_read_messages", "    read the acknowledgements"),
     (coordinator.CheckpointCoordinator, "complete", "    complete the checkpoint"),
-    (epoch_run.EpochRun, "__init__", "  plan the run (graph)"),
+    (run.JobRun, "__init__", "  plan the run (graph)"),
     (source_partitions, "partition_count", "    count the source's partitions"),
     (source_partitions, "planned_partitions", "    or check it in the epoch's query"),
-    (master.JobMaster, "_complete", "  commit, result, job record"),
+    (run.JobRun, "commit_epoch", "  commit"),
     (lease.JobLease, "acquire", "  acquire the lease"),
     (lease.JobLease, "release", "  release the lease"),
 ]

@@ -35,7 +35,7 @@ VERTICES = ("source:sequence -> evens", "sum -> files")
 
 
 def figures(epoch: int, records: int, watermarks: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One epoch's figures as EpochRun hands them: each vertex gets ``records`` rows in and
+    """One epoch's figures as a JobRun hands them: each vertex gets ``records`` rows in and
     emits half of them, in 0.5 s."""
     document = {
         "epoch": epoch,

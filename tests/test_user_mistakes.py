@@ -226,7 +226,7 @@ def test_values_that_fit_the_declared_type_are_kept_and_snapshotted() -> None:
 
 
 def test_a_failed_streaming_query_is_a_flintlock_error_with_the_cause_first() -> None:
-    from flintlock.core.job.streaming_epochs import query_failure
+    from flintlock.core.job.micro_batches import query_failure
 
     text = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: Traceback (most "

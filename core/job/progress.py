@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 
 Progress = Callable[[dict[str, Any]], None]
 ProgressOption = bool | Progress | None
@@ -33,27 +32,6 @@ a terminal or ``flintlock run`` asks."""
 POLL_SECONDS = 0.5
 """How often the live display asks Spark how the epoch goes and redraws (a frame costs
 a few ms of the driver's CPU, which the workers share on a small machine)."""
-
-
-def epoch_figures(checkpoint: CompletedCheckpoint, kind: str, seconds: float) -> dict[str, Any]:
-    """A bounded job's one epoch in the figures an unbounded job's epochs have."""
-    records_in: dict[str, int] = {}
-    records_out: dict[str, int] = {}
-    for ack in checkpoint.acknowledgements:
-        name = ack["task_name"]
-        records_in[name] = records_in.get(name, 0) + ack.get("records_in", 0)
-        records_out[name] = records_out.get(name, 0) + ack["records_out"]
-    return {
-        "epoch": 1,
-        "checkpoint_id": checkpoint.checkpoint_id,
-        "kind": kind,
-        "final": True,
-        "seconds": round(seconds, 4),
-        "records_in": records_in,
-        "records_out": records_out,
-        "checkpoint_bytes": sum(ack.get("size_bytes", 0) for ack in checkpoint.acknowledgements),
-        "time": time.time(),
-    }
 
 
 class PlainProgress:

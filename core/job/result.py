@@ -78,38 +78,22 @@ class JobResults:
     storage: CheckpointStorage
     sinks: dict[str, TwoPhaseCommitSink]
     folder: JobFolder
-    run_id: str
-    metrics: MetricsRecorder
 
-    def metrics_recorder(self) -> MetricsRecorder:
-        """The run's metrics recorder, as the job's config asks (on, off, a port)."""
+    def metrics_recorder(self, run_id: str) -> MetricsRecorder:
+        """A run's metrics recorder, as the job's config asks (on, off, a port)."""
         config = self.config
         return MetricsRecorder(
             self.storage,
             self.folder.path,
             config.job_name,
-            self.run_id,
+            run_id,
             enabled=config.metrics,
             port=config.metrics_port,
         )
 
-    def final_metrics(
-        self, checkpoint: CompletedCheckpoint, started: float, resumed: bool
-    ) -> dict[str, Any]:
-        """A bounded run's metrics (its one epoch), or, for a resumed commit, those the
-        run that took the checkpoint kept."""
-        if resumed:
-            return read_run_metrics(self.storage, self.folder.path, checkpoint.run_id)
-        epoch = {
-            "epoch": 1,
-            "checkpoint_id": checkpoint.checkpoint_id,
-            "kind": "savepoint" if checkpoint.savepoint else "checkpoint",
-            "final": True,
-            "seconds": round(time.perf_counter() - started, 4),
-            "time": time.time(),
-        }
-        self.metrics.record(checkpoint.acknowledgements, epoch)
-        return self.metrics.summary()
+    def final_metrics(self, checkpoint: CompletedCheckpoint) -> dict[str, Any]:
+        """The metrics the run that took ``checkpoint`` kept (a resumed commit's result)."""
+        return read_run_metrics(self.storage, self.folder.path, checkpoint.run_id)
 
     def result_of(
         self,

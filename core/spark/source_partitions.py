@@ -115,7 +115,7 @@ class SourcePartitionCounts:
 
     A run whose only stage reads its only DataFrame source starts from a count instead
     (``checked_graph``: the graph built from it) and checks it in its own query
-    (``core/job/run_graph.py``): the count of an earlier run in this process, or the
+    (``core/job/run_start.py``): the count of an earlier run in this process, or the
     source's default subtasks for a frame never counted here. ``may_start_from_count``:
     False where the run cannot check (a restore, Spark Connect).
 

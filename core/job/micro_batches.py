@@ -21,6 +21,7 @@ from flintlock.core.checkpoint.restore import plan_restores
 from flintlock.core.checkpoint.savepoints import as_planned
 from flintlock.core.errors import FlintlockError
 from flintlock.core.events import CheckpointBarrier
+from flintlock.core.job import run_end, run_start
 from flintlock.core.job.control import ControlRequest
 from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.plan.graph import build_job_graph
@@ -31,50 +32,48 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
-    from flintlock.core.job.epoch_run import EpochRun
     from flintlock.core.job.result import JobExecutionResult
+    from flintlock.core.job.run import JobRun
     from flintlock.core.plan.execution import ExecutionPlan
 
 
-class StreamingEpochs:
+class MicroBatchEpochs:
     """Runs one job run as a streaming query whose micro-batches are epochs."""
 
-    def __init__(self, loop: EpochRun) -> None:
-        self.loop = loop
-        self.master = loop.master
-        self.source = loop.streaming
-        self.uid = loop.uids[self.source.name]
+    def __init__(self, run: JobRun) -> None:
+        self.run = run
+        self.source = run.streaming
+        self.uid = run.uids[self.source.name]
         self.stop_now = threading.Event()
         self.failure: BaseException | None = None
         self.ending: tuple[CompletedCheckpoint, str] | None = None
 
-    def run(
+    def run_epochs(
         self, latest: CompletedCheckpoint | None, started: float, new_run: bool
     ) -> JobExecutionResult:
         """Start the streaming query and wait for it: stopped, ended, or failed."""
-        loop, master = self.loop, self.master
-        if not isinstance(master.storage.filesystem, pafs.LocalFileSystem):
+        run = self.run
+        if not isinstance(run.storage.filesystem, pafs.LocalFileSystem):
             raise CheckpointError(
                 "a streaming DataFrame source keeps Spark's offsets in the job's folder, "
                 "which must be on the local file system for now"
             )
-        self.run_id = master.run_id
-        restore, states, first_id = loop.starting_point(latest, new_run, self.run_id)
-        stream = states.get(self.uid) or {}
-        self.offsets = stream.get("offsets") or f"{master.folder.path}/spark-offsets-{self.run_id}"
-        self.base = int(stream["base"]) if "base" in stream else first_id - 1
-        self.restores = plan_restores(restore, loop.graph) if restore is not None else {}
+        start = run_start.starting_point(run, latest, new_run)
+        stream = start.source_states.get(self.uid) or {}
+        self.offsets = stream.get("offsets") or f"{run.folder.path}/spark-offsets-{run.run_id}"
+        self.base = int(stream["base"]) if "base" in stream else start.checkpoint_id - 1
+        restore = start.restore
+        self.restores = plan_restores(restore, run.graph) if restore is not None else {}
         self.checkpoint = latest
-        self.started = started
-        master.folder.record_running(self.run_id)
-        loop.control.expire_requests(self.run_id)
-        master.epoch_end_savepoint = loop.savepoint_at_epoch_end
+        run.folder.record_running(run.run_id)
+        run.control.expire_requests(run.run_id)
+        run.epoch_end_savepoint = run.savepoint_at_epoch_end
         try:
             query, query_error = self._await(self._writer().start())
         finally:
-            master.epoch_end_savepoint = as_planned
+            run.epoch_end_savepoint = as_planned
         if self.failure is not None:  # an epoch's own (flintlock) error, raised in on_batch
-            master.record_failed(self.run_id, self.failure)  # type: ignore[arg-type]
+            run_end.failed(run.master, run.run_id, self.failure)  # type: ignore[arg-type]
             if isinstance(self.failure, FlintlockError):
                 # its traceback went through Spark's callback server (py4j): the message
                 # names everything, the frames add only Spark's
@@ -83,14 +82,13 @@ class StreamingEpochs:
         failed = query_error is not None or query.exception() is not None
         if failed and self.ending is None:  # after a stop, only a batch begun late failed
             error = JobControlError(query_failure(query_error or query.exception()))
-            master.record_failed(self.run_id, error)
+            run_end.failed(run.master, run.run_id, error)
             raise error
         if self.ending is not None:  # a stop request took its savepoint
             checkpoint, savepoint = self.ending
-            if checkpoint.final:  # a drain ended the input: FINISHED (EpochRun.ended)
-                return loop.ended(checkpoint, self.run_id, started, savepoint, True)
-            return loop.stopped(checkpoint, self.run_id, started, savepoint)
-        return loop.stopped(self.checkpoint, self.run_id, started, None)
+            # a drain ended the input: FINISHED (run_end.ended)
+            return run_end.ended(run, checkpoint, started, savepoint, checkpoint.final)
+        return run_end.stopped(run, self.checkpoint, started, None)
 
     def _await(self, query: Any) -> tuple[Any, Exception | None]:
         """Wait until the query ends or a stop took its savepoint; the query and the
@@ -110,7 +108,7 @@ class StreamingEpochs:
         frame: DataFrame = self.source.spark_source
         writer = frame.writeStream.foreachBatch(self.on_batch)
         writer = writer.option("checkpointLocation", self.offsets)
-        trigger = self.loop.trigger
+        trigger = self.run.trigger
         if trigger.kind == "available_now":
             return writer.trigger(availableNow=True)
         if trigger.kind == "once":
@@ -134,10 +132,10 @@ class StreamingEpochs:
             raise
 
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
-        loop, master = self.loop, self.master
+        run = self.run
         epoch_started = time.monotonic()
         checkpoint_id = self.base + batch_id + 1
-        latest = master.coordinator.latest()
+        latest = run.coordinator.latest()
         if latest is not None and latest.checkpoint_id >= checkpoint_id:
             if latest.checkpoint_id != checkpoint_id:
                 raise CheckpointError(
@@ -145,40 +143,41 @@ class StreamingEpochs:
                     f"the job's checkpoints reach {latest.checkpoint_id}: its offsets folder "
                     f"{self.offsets} does not belong to these checkpoints"
                 )
-            master.coordinator.commit(latest, master.sinks)  # done before a crash
-            self.checkpoint, self.restores = latest, loop.restores_after(latest)
+            run.coordinator.commit(latest, run.sinks)  # done before a crash
+            self.checkpoint, self.restores = latest, run.restores_after(latest)
             return
-        request = loop.next_request(self.run_id)
+        request = run.next_request()
         drain = request is not None and request.action == "stop" and request.drain
         parallelism = self.source.parallelism
         frame = batch.repartition(parallelism)
-        loop.graph = build_job_graph(
+        run.graph = build_job_graph(
             [
                 dataclasses.replace(t, spark_source=frame) if t.name == self.source.name else t
-                for t in loop.graph_transformations
+                for t in run.graph_transformations
             ]
         )
         state = {"offsets": self.offsets, "base": self.base, "batch_id": batch_id}
         planned = {self.uid: EpochSplits([[] for _ in range(parallelism)], state)}
-        loop.request_at_epoch_end = None
+        run.request_at_epoch_end = None
         try:
             plan, checkpoint = self._run(checkpoint_id, planned, request, drain)
-            if request is None and loop.request_at_epoch_end is not None:
-                request = loop.request_at_epoch_end  # its savepoint is this checkpoint
+            if request is None and run.request_at_epoch_end is not None:
+                request = run.request_at_epoch_end  # its savepoint is this checkpoint
         except Exception as error:
             if request is None:
                 raise
             # a savepoint that failed before it completed fails the request (a stop too),
             # not the job: the micro-batch runs again as a plain checkpoint (new attempts,
             # new file names). A commit that fails after it completed fails the job.
-            loop.control.answer(request, error=f"{type(error).__name__}: {error}")
+            run.control.answer(request, error=f"{type(error).__name__}: {error}")
             request, drain = None, False
             plan, checkpoint = self._run(checkpoint_id, planned, None, False)
-        loop.commit_epoch(plan, checkpoint, epoch_started)
-        self.checkpoint, self.restores = checkpoint, loop.restores_after(checkpoint)
+        run.commit_epoch(checkpoint)
+        run_end.record_epoch(run, plan, checkpoint, epoch_started)
+        self.checkpoint, self.restores = checkpoint, run.restores_after(checkpoint)
         if request is not None:
-            savepoint = loop.savepoint_uri(checkpoint)
-            loop.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
+            savepoint = run.savepoint_uri(checkpoint)
+            run.control.answer(request, savepoint=savepoint, checkpoint_id=checkpoint_id)
             if request.action == "stop":
                 self.ending = (checkpoint, savepoint)
                 self.stop_now.set()
@@ -191,12 +190,12 @@ class StreamingEpochs:
         drain: bool,
     ) -> tuple[ExecutionPlan, CompletedCheckpoint]:
         """The micro-batch's epoch up to its checkpoint: a savepoint if a request asks."""
-        loop = self.loop
+        run = self.run
         kind = "savepoint" if request is not None else "checkpoint"
         barrier = CheckpointBarrier(checkpoint_id, kind, final=drain)
-        root = loop.savepoint_root(checkpoint_id) if request is not None else None
-        plan = loop.plan(self.run_id, barrier, self.restores, [], planned, drain, root)
-        return plan, loop.checkpoint_epoch(plan, planned)
+        root = run.savepoint_root(checkpoint_id) if request is not None else None
+        plan = run.plan(barrier, self.restores, [], planned, drain, root)
+        return plan, run.run_epoch(plan, planned)
 
 
 def query_failure(error: Any) -> str:

@@ -1,0 +1,273 @@
+"""One run of a job on the driver, from its start point to its result (``JobRun``).
+
+A run is made with its id, its Spark settings and its sources' partition counts; it
+builds its graph at once. Each epoch is planned in one method (``plan``), run as one
+Spark job whose checkpoint completes in one method (``run_epoch``), and committed in
+one (``commit_epoch``); how the run starts is ``run_start``, how it ends ``run_end``.
+The schedules decide when epochs run: one epoch for bounded sources
+(``schedules.run_bounded``), epochs as a trigger says for unbounded ones
+(``schedules.TriggeredEpochs``), a streaming DataFrame's micro-batches
+(``micro_batches.MicroBatchEpochs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flintlock.core.api.triggers import EpochTrigger
+from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
+from flintlock.core.checkpoint.finished_subtasks import finished_subtasks
+from flintlock.core.checkpoint.reader import load_checkpoint
+from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan_restores
+from flintlock.core.checkpoint.savepoints import (
+    EpochEndSavepoint,
+    as_planned,
+    free_savepoint_root,
+    new_savepoint_root,
+    snapshots_moved_to,
+)
+from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.events import CheckpointBarrier
+from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
+from flintlock.core.job import run_start
+from flintlock.core.job import signals as job_signals
+from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
+from flintlock.core.job.run_log import RunLog
+from flintlock.core.job_errors import CheckpointError
+from flintlock.core.metrics.recorder import MetricsRecorder
+from flintlock.core.plan.execution import ExecutionPlan
+from flintlock.core.sources.epochs import EpochSplits
+from flintlock.core.spark.failures import spark_failures_as_flintlock_errors, task_markers_dir
+from flintlock.core.spark.job_group import epoch_running
+from flintlock.core.spark.run_settings import RunSettings
+from flintlock.core.spark.source_partitions import SourcePartitionCounts
+
+if TYPE_CHECKING:
+    from flintlock.core.job.master import JobMaster
+
+Progress = Callable[[dict[str, Any]], None]
+"""Called on the driver after every epoch with its figures (the CLI prints a line)."""
+
+
+class JobRun:
+    """One run of a job: its graph, its epochs' plans, Spark jobs, checkpoints and
+    commits, and what it has done so far (epochs, records, collected rows)."""
+
+    def __init__(
+        self,
+        master: JobMaster,
+        run_id: str,
+        settings: RunSettings,
+        counts: SourcePartitionCounts,
+        metrics: MetricsRecorder,
+        trigger: EpochTrigger | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.master = master
+        self.run_id = run_id
+        self.settings = settings
+        self.metrics = metrics
+        self.trigger = trigger or EpochTrigger.processing_time(0.0)
+        self.progress = progress
+        self.config, self.folder, self.storage = master.config, master.folder, master.storage
+        self.coordinator, self.sinks = master.coordinator, master.sinks
+        self.control = JobControl(self.folder)
+        self.uids = operator_uids(master.transformations)
+        self.graph_transformations, self.graph = run_start.run_graph(self, counts)
+        self.run_log = RunLog(self.folder, self.graph)
+        self.sources, self.streaming = run_start.unbounded_sources(
+            master.transformations, self.graph
+        )
+        self.epochs: list[dict[str, Any]] = []
+        """Each completed epoch's figures, in order."""
+        self.records_out: dict[str, int] = {}
+        self.collected: dict[str, list[pa.Table]] = {}
+        """Each collect sink's committed rows, epoch by epoch, for the run's result."""
+        self.epoch_end_savepoint: EpochEndSavepoint = as_planned
+        """How an epoch's snapshots complete: as planned, or as a savepoint asked late."""
+        self.request_at_epoch_end: ControlRequest | None = None
+        """A stop or savepoint asked while the current epoch ran, taken at its end."""
+
+    # ---- requests ----
+
+    def next_request(self) -> ControlRequest | None:
+        """A stop asked for by a signal to the driver (Ctrl-C), else the oldest request
+        sent to this run."""
+        job_signals.check_canceled()
+        if job_signals.stop_requested():
+            return ControlRequest(SIGNAL, "stop", run_id=self.run_id)
+        return self.control.next_request(self.run_id)
+
+    # ---- one epoch ----
+
+    def plan(
+        self,
+        barrier: CheckpointBarrier,
+        restores: dict[tuple[int, int], TaskRestore] | None = None,
+        aborted: list[int] | None = None,
+        planned: dict[str, EpochSplits] | None = None,
+        ends: bool | dict[str, bool] = True,
+        snapshot_root: str | None = None,
+    ) -> ExecutionPlan:
+        """The execution plan of one epoch: what it restores (tasks hear of ``aborted``
+        checkpoints), the unbounded sources' splits (``planned``, by uid) and whether
+        each source's input ends (``ends``: for all, or by uid; FLIP-147); a savepoint's
+        tasks write to ``snapshot_root``."""
+        restores = restores or {}
+        if aborted:
+            restores = {key: replace(r, aborted=list(aborted)) for key, r in restores.items()}
+        planned = planned or {}
+        config = self.config
+        return ExecutionPlan(
+            job_name=config.job_name,
+            run_id=self.run_id,
+            epoch=barrier.checkpoint_id,
+            barrier=barrier,
+            checkpoint_uri=config.checkpoint_uri,
+            max_parallelism=config.max_parallelism,
+            state_backend=config.state_backend,
+            graph=self.graph,
+            plugins=config.plugins,
+            job_id=self.folder.job_id,
+            restores=restores,
+            source_epochs={
+                name: planned[uid].source_epochs(ends if isinstance(ends, bool) else ends[uid])
+                for name, uid in self.uids.items()
+                if uid in planned
+            },
+            snapshot_root=snapshot_root,
+            finished_subtasks=finished_subtasks(self.graph, restores),
+            metrics=config.metrics,
+        )
+
+    def run_epoch(
+        self, plan: ExecutionPlan, planned: dict[str, EpochSplits] | None = None
+    ) -> CompletedCheckpoint:
+        """Run the epoch as one Spark job (one action) and complete its checkpoint, with
+        the sources' states: the part a failed savepoint may undo (nothing of it was
+        published). A job canceled (a second Ctrl-C) before or while it ran completes
+        nothing."""
+        master = self.master
+        failures = spark_failures_as_flintlock_errors(
+            self.storage, plan.job_name, plan.run_id, master.transformations
+        )
+        job_signals.check_canceled()
+        epoch = len(self.epochs) + 1  # the number its figures will carry
+        running = epoch_running(plan.job_name, epoch, plan.barrier.checkpoint_id, plan.run_id)
+        frames = master.epoch_frames
+        with failures, running as job:
+            frame = frames.frame_for(plan)
+            with self.settings.epoch(job, frames.task_property(plan) if frames.reuse else ""):
+                messages = frame.toArrow()
+        job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
+        # the tasks' markers name a crashed worker's subtask: of no use once the job ran
+        self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
+        acknowledgements, root = self.epoch_end_savepoint(plan, self._read_messages(messages))
+        details = run_start.checkpoint_details(self)
+        if planned is not None:
+            details["sources"] = {uid: p.state for uid, p in planned.items()}
+        return self.coordinator.complete(
+            plan.barrier.checkpoint_id,
+            plan.run_id,
+            plan.barrier.final,
+            acknowledgements,
+            plan.expected_subtasks(),
+            details,
+            snapshot_root=root,
+        )
+
+    def commit_epoch(self, checkpoint: CompletedCheckpoint) -> None:
+        """Once the checkpoint completed: the commit (a failure fails the job, never only
+        a request: the next start completes it), cleanup, retention."""
+        self.coordinator.commit(checkpoint, self.sinks)
+        # what dead attempts of this epoch staged (a worker killed mid-epoch) goes now
+        self.abort_uncommitted(checkpoint.committables)
+        self.coordinator.retain(self.config.retained_checkpoints)
+        for name, sink in self.sinks.items():  # a collect sink holds this epoch's rows
+            table = getattr(sink, "result", None)
+            if table is not None:
+                self.collected.setdefault(name, []).append(table)
+
+    def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
+        """Have every sink drop what this job left that ``keep`` does not reference."""
+        self.master.abort_uncommitted(self.run_id, keep)
+
+    def restores_after(self, checkpoint: CompletedCheckpoint) -> dict[tuple[int, int], TaskRestore]:
+        """What the next epoch restores: the checkpoint this one just completed (read
+        through the job's storage: its paths have no scheme, whatever the file system)."""
+        path = self.folder.checkpoint_dir(checkpoint.checkpoint_id)
+        stored = load_checkpoint(path, self.storage)
+        names = {name: name for name in stored.operators()}
+        return plan_restores(RestoreSource(stored, names, []), self.graph)
+
+    def _read_messages(self, messages: pa.Table) -> list[dict[str, Any]]:
+        """Acknowledgements for the coordinator; reports go back to their plugins. The last
+        stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
+        check_for_driver(messages)
+        acknowledgements = []
+        phases: dict[tuple[str, int, int], dict[str, list[float]]] = {}
+        kinds = messages.column("kind").to_pylist()
+        payloads = messages.column("payload").to_pylist()
+        for kind, payload in zip(kinds, payloads, strict=True):
+            document = decode_json(payload)
+            if kind == Kind.ACK:
+                acknowledgements.append(document)
+            elif kind == Kind.REPORT and "lifecycle_phases" in document:
+                phases[subtask_attempt(document)] = document["lifecycle_phases"]
+            elif kind == Kind.REPORT:
+                plugin = self.config.plugins[document["plugin"]]
+                plugin.merge_report(document["task"], document["data"])
+        for acknowledgement in acknowledgements:  # times of close come after the ack
+            acknowledgement["lifecycle_phases"] = phases.get(subtask_attempt(acknowledgement), {})
+        return acknowledgements
+
+    # ---- savepoints ----
+
+    def savepoint_root(self, checkpoint_id: int) -> str:
+        """A new self-contained folder for the savepoint taken as ``checkpoint_id``: under
+        the job's ``savepoint_dir``, by default ``<job folder>/savepoints``."""
+        if self.config.savepoint_dir:
+            return new_savepoint_root(self.storage, self.config.savepoint_dir, checkpoint_id)
+        default = f"{self.folder.path}/savepoints"  # a path on the job's file system
+        return free_savepoint_root(self.storage, default, checkpoint_id)
+
+    def savepoint_at_epoch_end(
+        self, plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A stop without drain or a savepoint asked while the epoch ran is taken at its
+        end, as Flink takes either at the next barrier: the epoch's snapshots move into a
+        new savepoint folder and its checkpoint completes as that savepoint
+        (``request_at_epoch_end`` then names the request). A drain needs an epoch whose
+        input ends, so it waits for the next one, as does everything when the snapshots
+        cannot be moved."""
+        if plan.barrier.final or plan.snapshot_root is not None:
+            return as_planned(plan, acknowledgements)
+        request = self.next_request()
+        if request is None or (request.action == "stop" and request.drain):
+            return as_planned(plan, acknowledgements)
+        try:
+            root = self.savepoint_root(plan.barrier.checkpoint_id)
+            moved = snapshots_moved_to(self.storage, acknowledgements, root)
+        except (OSError, CheckpointError):
+            return as_planned(plan, acknowledgements)
+        plan.barrier = replace(plan.barrier, kind="savepoint")
+        self.request_at_epoch_end = request
+        return moved, root
+
+    def savepoint_uri(self, checkpoint: CompletedCheckpoint) -> str | None:
+        """The checkpoint's savepoint folder as users pass it back (with its scheme)."""
+        savepoint = checkpoint.savepoint
+        return self.storage.uri(savepoint) if savepoint is not None else None
+
+    def checkpoint_uri(self, checkpoint_id: int) -> str:
+        """A completed checkpoint's folder as users pass it back (with its scheme)."""
+        return self.storage.uri(self.folder.checkpoint_dir(checkpoint_id))
+
+
+def subtask_attempt(document: dict[str, Any]) -> tuple[str, int, int]:
+    """The (task, subtask, attempt) an acknowledgement or phase report comes from."""
+    return document["task_name"], document["subtask_index"], document["attempt_id"]
