@@ -31,12 +31,11 @@ from flintlock.core.checkpoint.restore import (
     plan_restores,
 )
 from flintlock.core.checkpoint.savepoints import as_planned, snapshots_moved_to
+from flintlock.core.errors import CheckpointError, GraphError, LeaseLostError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import ControlRequest
 from flintlock.core.job.epoch_run import EpochRun
-from flintlock.core.job_errors import CheckpointError, LeaseLostError
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.spark.keep_alive import HOLD_SECONDS, keep_alive_seconds, keep_workers_alive
 

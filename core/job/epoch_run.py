@@ -27,6 +27,7 @@ from flintlock.core.checkpoint.restore import (
 )
 from flintlock.core.checkpoint.savepoints import free_savepoint_root, new_savepoint_root
 from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.errors import GraphError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
@@ -34,7 +35,7 @@ from flintlock.core.job.run_graph import run_graph
 from flintlock.core.job.run_log import RunLog
 from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
-from flintlock.core.plan.graph import GraphError, JobGraph
+from flintlock.core.plan.graph import JobGraph
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import SourceOperator
 from flintlock.core.spark.streaming_source import StreamingDataFrameSource

@@ -17,6 +17,7 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan_restores
 from flintlock.core.checkpoint.savepoints import EpochEndSavepoint, as_planned, new_savepoint_root
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.job import signals as job_signals
@@ -28,7 +29,6 @@ from flintlock.core.job.progress import epoch_figures
 from flintlock.core.job.result import JobExecutionResult, JobResults
 from flintlock.core.job.run_log import RunLog, record_failure
 from flintlock.core.job.streaming_epochs import StreamingEpochs
-from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import JobGraph, Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames

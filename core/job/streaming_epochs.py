@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.restore import plan_restores
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import CheckpointError, FlintlockError, JobControlError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job.control import ControlRequest
-from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.plan.graph import build_job_graph
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.spark.failures import python_cause
