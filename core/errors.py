@@ -209,6 +209,10 @@ class LifecycleError(FlintlockError):
         error._take(report)
         return error
 
+    def __reduce__(self) -> tuple[object, tuple[FailureReport]]:
+        """Pickled as its report (cause and task stay behind), rebuilt as on the driver."""
+        return type(self).from_report, (self.report,)
+
     def _take(self, report: FailureReport) -> None:
         self.report = report
         self.subtask_index = report.subtask_index
@@ -229,6 +233,11 @@ class SparkJobError(FlintlockError):
     def __init__(self, message: str, spark_error: BaseException | None = None) -> None:
         super().__init__(message)
         self.spark_error = spark_error
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled without ``spark_error``: a Py4J error holds this driver's JVM link."""
+        state = {k: v for k, v in vars(self).items() if k != "spark_error"}
+        return type(self), self.args, state
 
 
 class PythonTaskError(SparkJobError):
