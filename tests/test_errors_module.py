@@ -109,6 +109,13 @@ def test_the_module_docstring_places_every_error_class() -> None:
     assert missing == []
 
 
+def test_contributing_says_when_a_user_sees_each_error() -> None:
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    section = contributing.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in flintlock.errors.__all__ if f"`{name}`" not in section]
+    assert missing == [], f'CONTRIBUTING.md\'s "Errors" section does not name {missing}'
+
+
 def _report() -> FailureReport:
     return FailureReport(
         job_name="orders",
