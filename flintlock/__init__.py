@@ -33,11 +33,11 @@ from flintlock.core.api.functions import (
 from flintlock.core.api.join_functions import JoinContext, ProcessJoinFunction
 from flintlock.core.api.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
 from flintlock.core.api.keys import KeySelector
-from flintlock.core.api.side_outputs import OutputTag, SideOutputError
+from flintlock.core.api.side_outputs import OutputTag
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.api.watermark_generators import WatermarkGenerator, WatermarkOutput
-from flintlock.core.api.watermarks import EventTimeError, WatermarkStrategy
+from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.api.window_assigners import (
     EventTimeSessionWindows,
     EventTimeTrigger,
@@ -62,25 +62,26 @@ from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.datastream.windowed import WindowedStream
 from flintlock.core.errors import (
     ChannelError,
-    EmitAfterFinishError,
-    FlintlockError,
-    LifecycleError,
-    PluginError,
-    SchemaMismatchError,
-)
-from flintlock.core.events import MAX_WATERMARK, Watermark
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
-from flintlock.core.job.client import JobClient
-from flintlock.core.job.result import JobExecutionResult
-from flintlock.core.job_errors import (
+    CheckpointDirectoryError,
     CheckpointError,
     CommitError,
     CommittableError,
+    EmitAfterFinishError,
+    EventTimeError,
+    FlintlockError,
+    GraphError,
     JobIdentityError,
+    LifecycleError,
+    NotPicklableError,
+    PluginError,
+    SchemaMismatchError,
+    SideOutputError,
     SinkOutputError,
 )
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.events import MAX_WATERMARK, Watermark
+from flintlock.core.hooks.manager import hookimpl
+from flintlock.core.job.client import JobClient
+from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.runtime.execution_state import ExecutionState
 from flintlock.core.runtime.operator import (
     OneInputStreamOperator,

@@ -12,14 +12,12 @@ import sys
 from collections.abc import Iterator
 from importlib import metadata
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import FlintlockError, JobCanceled, SparkSetupError
 from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
 from flintlock.core.hooks.registry import KINDS, build_registry
 from flintlock.core.job.control import PROGRESS_ENV
 from flintlock.core.job.signals import stop_signals
-from flintlock.core.job_errors import JobCanceled
 from flintlock.core.metrics.recorder import METRICS_PORT_ENV
-from flintlock.core.spark.session import SparkSetupError
 from flintlock.job_commands import add_job_commands, job_command
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"

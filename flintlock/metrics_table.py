@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.job_errors import JobControlError
+from flintlock.core.errors import JobControlError
 from flintlock.core.metrics.recorder import latest_run, read_run_metrics
 from flintlock.core.metrics.subtask import is_max
 

@@ -30,12 +30,18 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import (
     ChainError,
     ChannelError,
+    CheckpointError,
+    CommitError,
+    CommittableError,
     EmitAfterFinishError,
     EventTimeError,
     FlintlockError,
     LifecycleError,
     PluginError,
+    RestoreError,
     SchemaMismatchError,
+    SinkOutputError,
+    StateError,
 )
 from flintlock.core.events import (
     MAX_TIMESTAMP,
@@ -59,13 +65,6 @@ from flintlock.core.exchange.key_groups import (
 from flintlock.core.hooks.manager import build_plugin_manager, hookimpl
 from flintlock.core.hooks.registry import Registry, build_registry
 from flintlock.core.hooks.specs import TaskPhase
-from flintlock.core.job_errors import (
-    CheckpointError,
-    CommitError,
-    CommittableError,
-    RestoreError,
-    SinkOutputError,
-)
 from flintlock.core.runtime.execution_state import ExecutionState
 from flintlock.core.runtime.input_task import InputStreamTask
 from flintlock.core.runtime.operator import (
@@ -81,7 +80,7 @@ from flintlock.core.runtime.timers import TimeDomain
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import Source, SourceEpoch, SourceReader
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
-from flintlock.core.state.table_backend import Chunk, StateError, TableKeyedStateBackend
+from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
 from flintlock.core.task_info import TaskInfo
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask

@@ -33,7 +33,7 @@ from flintlock.core.api.window_assigners import (
     WindowAssigner,
 )
 from flintlock.core.api.window_functions import AggregateContents, WindowContents, WindowContext
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import WindowError
 from flintlock.core.hooks.manager import hookimpl
 from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
 from flintlock.core.runtime.records import rows_of
@@ -41,10 +41,6 @@ from flintlock.core.runtime.row_output import RowOutputMixin
 from flintlock.core.state import MapStateDescriptor
 from flintlock.core.state.value_closures import map_pop_closure
 from flintlock.operators.window_groups import BatchGroups, group_batch, window_shape
-
-
-class WindowError(FlintlockError):
-    """A window operator got a row or a result it cannot handle."""
 
 
 class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from flintlock.core.api.sink import CommitContext, SinkWriterContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder, safe_name
 from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.job_errors import CheckpointError, CommittableError
+from flintlock.plugin_api import CheckpointError, CommittableError
 
 
 @dataclass

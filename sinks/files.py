@@ -32,7 +32,7 @@ from flintlock.core.api.sink import (
 )
 from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.job_errors import CommittableError, SinkOutputError
+from flintlock.plugin_api import CommittableError, SinkOutputError
 
 REGISTRY = "_flintlock"
 """``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""

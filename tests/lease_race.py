@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from flintlock.core.job.lease import JobLease
-from flintlock.core.job_errors import JobLeaseError
+from flintlock.errors import JobLeaseError
 
 
 def race_for_the_lease(leases: list[JobLease]) -> dict[str, str]:

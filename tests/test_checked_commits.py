@@ -19,12 +19,7 @@ from flintlock.core.api.sink import CommitContext
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.job_errors import (
-    CheckpointError,
-    CommittableError,
-    JobIdentityError,
-    SinkOutputError,
-)
+from flintlock.errors import CheckpointError, CommittableError, JobIdentityError, SinkOutputError
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.sequence import SequenceSource
+from flintlock.errors import GraphError
 
 
 def read_all(source: SequenceSource, assignments: list[list]) -> list[tuple[int, int]]:

@@ -34,16 +34,14 @@ from flintlock import (
     WatermarkStrategy,
 )
 from flintlock.core.api.keys import KeySelector
-from flintlock.core.api.watermarks import EventTimeError
 from flintlock.core.datastream import datastream, environment
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.exchange.key_groups import key_group_of, key_group_range
 from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.exchange.partitioners import BatchSplitter, hash_by
-from flintlock.core.job.checks import CheckpointDirectoryError, NotPicklableError
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.runtime.row_batches import MAX_HELD_ROWS
 from flintlock.core.sources.source import CollectionSource
+from flintlock.errors import CheckpointDirectoryError, EventTimeError, GraphError, NotPicklableError
 from flintlock.operators.basic import FlatMapOperator, MapOperator
 from flintlock.operators.process import KeyedProcessOperator, ProcessOperator
 from flintlock.sinks.collect import CollectSink

@@ -18,7 +18,7 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.control import JobControl, progress_line
 from flintlock.core.job.lease import JobLease, generation_path, read_state
 from flintlock.core.job.status import job_status
-from flintlock.core.job_errors import CheckpointError, JobControlError
+from flintlock.errors import CheckpointError, JobControlError
 from flintlock.job_commands import describe_status
 
 RUN = "run-a"

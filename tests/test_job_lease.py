@@ -28,7 +28,7 @@ from flintlock.core.job.lease import (
     read_holder,
 )
 from flintlock.core.job.status import job_status
-from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
+from flintlock.errors import CheckpointError, JobLeaseError, LeaseLostError
 
 
 def job_folder(tmp_path: Path, name: str = "orders") -> JobFolder:

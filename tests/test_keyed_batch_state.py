@@ -19,7 +19,7 @@ from flintlock import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
-from flintlock.core.plan.graph import GraphError
+from flintlock.errors import GraphError
 from flintlock.operators.batch_process import KeyedBatchProcessOperator
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import OneInputHarness

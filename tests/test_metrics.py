@@ -19,14 +19,10 @@ from flintlock.cli import main
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.core.metrics.aggregate import epoch_document, merge_user, run_totals, watermarks
-from flintlock.core.metrics.prometheus import (
-    FlintlockCollector,
-    MetricsServer,
-    MetricsUnavailable,
-    exposition,
-)
+from flintlock.core.metrics.prometheus import FlintlockCollector, MetricsServer, exposition
 from flintlock.core.metrics.recorder import METRICS_PORT_ENV, MetricsRecorder, metrics_options
-from flintlock.core.metrics.user import Histogram, Meter, MetricError, MetricGroup
+from flintlock.core.metrics.user import Histogram, Meter, MetricGroup
+from flintlock.errors import MetricError, MetricsUnavailable
 from flintlock.metrics_table import metrics_table
 from flintlock.metrics_table import number as metrics_number
 from flintlock.operators.process import KeyedProcessOperator

@@ -22,16 +22,11 @@ from flintlock.core.checkpoint.restore import RestoreSource, plan_restores
 from flintlock.core.checkpoint.snapshots import TaskRestore, TaskSnapshot
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.exchange.partitioners import FORWARD, REBALANCE, hash_by
-from flintlock.core.plan.graph import (
-    GraphError,
-    InputEdge,
-    JobGraph,
-    Transformation,
-    build_job_graph,
-)
+from flintlock.core.plan.graph import InputEdge, JobGraph, Transformation, build_job_graph
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.sources.sequence import SequenceSource
 from flintlock.core.sources.source import SourceEpoch, SourceOperator
+from flintlock.errors import GraphError
 from flintlock.testing import LifecycleRecorder, OneInputHarness, SourceHarness, TwoInputHarness
 
 MAX = 2**63 - 1

@@ -23,9 +23,9 @@ from flintlock.core.exchange.partitioners import hash_by
 from flintlock.core.failure_report import FailureReport
 from flintlock.core.job import run_log
 from flintlock.core.job.run_log import RunLog, record_failure
-from flintlock.core.job_errors import CommitError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import InputEdge, JobGraph, Transformation, build_job_graph
+from flintlock.errors import CommitError
 from flintlock.report import job_report
 from flintlock.report.model import GANTT_PHASES
 from flintlock.report.page import render_page

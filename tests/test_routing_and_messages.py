@@ -17,8 +17,9 @@ from flintlock.core.exchange.partitioners import FORWARD, BatchSplitter, hash_by
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.plan.execution import ExecutionPlan
-from flintlock.core.plan.graph import GraphError, InputEdge, Transformation, build_job_graph
+from flintlock.core.plan.graph import InputEdge, Transformation, build_job_graph
 from flintlock.core.sources.source import SourceOperator
+from flintlock.errors import GraphError
 
 
 def test_vectorised_murmur_equals_the_scalar_hash() -> None:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from flintlock import LifecycleError, OneInputStreamOperator, ValueStateDescriptor
-from flintlock.core.checkpoint.evolution import StateSchemaError
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.errors import StateSchemaError
 from flintlock.testing import OneInputHarness
 
 OLD = pa.struct([("count", pa.int64())])

@@ -29,13 +29,10 @@ from flintlock.core.api.window_assigners import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
-    WindowDefinitionError,
 )
 from flintlock.core.errors import KeyColumnError, operator_tag
 from flintlock.core.exchange.partitioners import BatchSplitter, Partitioner, hash_by
-from flintlock.core.job_errors import JobControlError
-from flintlock.core.plan.graph import GraphError
-from flintlock.core.state.type_check import StateTypeError
+from flintlock.errors import GraphError, JobControlError, StateTypeError, WindowDefinitionError
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.testing import LifecycleRecorder, OneInputHarness

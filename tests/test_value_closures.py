@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
-from flintlock.core.state.type_check import StateTypeError
+from flintlock.errors import StateTypeError
 from flintlock.operators.process import KeyedProcessOperator
 from flintlock.testing import OneInputHarness
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from flintlock.core.api.functions import Collector, Function, Row
 from flintlock.core.api.window_assigners import WindowAssigner
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 
 if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream

@@ -13,15 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import SideOutputError
 from flintlock.core.runtime.row_batches import RowBatchBuilder
 
 if TYPE_CHECKING:
     from flintlock.core.runtime.output import Output
-
-
-class SideOutputError(FlintlockError):
-    """A side output is misused: not an OutputTag, or one name with two schemas."""
 
 
 @dataclass(frozen=True)

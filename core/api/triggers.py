@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 
 TriggerKind = Literal["processing_time", "available_now", "once"]
 

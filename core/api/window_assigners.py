@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import WindowDefinitionError
 
 
 @dataclass(frozen=True, order=True)
@@ -33,11 +33,6 @@ class TimeWindow:
 def window_start(timestamp: int, offset: int, size: int) -> int:
     """The start of the ``size``-long window (aligned to ``offset``) holding ``timestamp``."""
     return timestamp - (timestamp - offset + size) % size
-
-
-class WindowDefinitionError(FlintlockError, ValueError):
-    """A window assigner was given a size, slide, gap or offset it cannot use (raised
-    where the window is defined, not when the job runs)."""
 
 
 def _positive(value: int, what: str) -> int:

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import list_folder
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError
 
 ENTRY = re.compile(r"chk-(\d+)\.json")
 KEPT_ENTRIES = 100

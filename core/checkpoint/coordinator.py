@@ -23,7 +23,7 @@ from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path, resolve_path
 from flintlock.core.checkpoint.storage import list_folder
-from flintlock.core.job_errors import CheckpointError, CommitError, CommittableError
+from flintlock.core.errors import CheckpointError, CommitError, CommittableError
 
 METADATA = "_metadata.json"
 COMMITTED = "_committed.json"

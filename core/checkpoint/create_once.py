@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError
 
 
 def create_once(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool:

@@ -13,11 +13,7 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.job_errors import CheckpointError
-
-
-class StateSchemaError(CheckpointError):
-    """Restored state does not fit the state the job declares now."""
+from flintlock.core.errors import StateSchemaError
 
 
 def stored_value_types(

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.job_errors import CheckpointError, LeaseLostError
+from flintlock.core.errors import CheckpointError, LeaseLostError
 
 FENCED = "fenced"
 """The kind of a ``chk-<N>`` metadata that is a fence, not a checkpoint."""

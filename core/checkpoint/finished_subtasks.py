@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from flintlock.core.plan.graph import GraphError, JobGraph, JobVertex
+from flintlock.core.errors import GraphError
+from flintlock.core.plan.graph import JobGraph, JobVertex
 
 if TYPE_CHECKING:
     from flintlock.core.checkpoint.reader import Checkpoint

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.job_errors import CheckpointError, JobIdentityError, LeaseLostError
+from flintlock.core.errors import CheckpointError, JobIdentityError, LeaseLostError
 
 if TYPE_CHECKING:
     from flintlock.core.job.lease import JobLease

@@ -22,7 +22,7 @@ from flintlock.core.checkpoint.paths import parent_folder, resolve_path
 from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError
 
 
 @dataclass(frozen=True)

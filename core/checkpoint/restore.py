@@ -17,9 +17,8 @@ from flintlock.core.checkpoint.finished_subtasks import restored_finishes
 from flintlock.core.checkpoint.reader import Checkpoint, load_checkpoint
 from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskRestore, TaskSnapshot
 from flintlock.core.checkpoint.state_reader import verify_state_files
+from flintlock.core.errors import GraphError, RestoreError
 from flintlock.core.exchange.key_groups import key_group_range
-from flintlock.core.job_errors import RestoreError
-from flintlock.core.plan.graph import GraphError
 
 if TYPE_CHECKING:
     from flintlock.core.checkpoint.storage import CheckpointStorage

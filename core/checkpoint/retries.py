@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from flintlock.core.job_errors import StorageError
+from flintlock.core.errors import StorageError
 
 T = TypeVar("T")
 

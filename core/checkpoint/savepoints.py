@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError
 
 if TYPE_CHECKING:
     from flintlock.core.plan.execution import ExecutionPlan

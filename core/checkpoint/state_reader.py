@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from flintlock.core.checkpoint.reader import Checkpoint, load_checkpoint
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError
 
 KEYED_COLUMNS = ("key_group", "key", "value")
 OPERATOR_COLUMNS = ("value",)

@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.create_once import create_once
 from flintlock.core.checkpoint.retries import retrying
-from flintlock.core.job_errors import CheckpointError, StorageError
+from flintlock.core.errors import CheckpointError, StorageError
 from flintlock.core.task_info import TaskInfo
 
 

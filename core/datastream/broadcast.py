@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.api.functions import Collector, Function, Row
+from flintlock.core.errors import GraphError
 from flintlock.core.exchange.partitioners import BROADCAST
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState, ReadOnlyBroadcastState
 

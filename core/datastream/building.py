@@ -15,9 +15,10 @@ import pyarrow as pa
 from flintlock.core.api.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.datastream.checks import check_one_argument
+from flintlock.core.errors import GraphError
 from flintlock.core.exchange.murmur import is_key_type
 from flintlock.core.exchange.partitioners import Partitioner
-from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.plan.graph import InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 
 
 def is_int(value: Any) -> bool:

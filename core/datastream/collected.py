@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 
 
 class CollectedRows:

@@ -28,8 +28,8 @@ from flintlock.core.datastream.building import BuildingStream, Feed
 from flintlock.core.datastream.checks import check_function, check_parallelism
 from flintlock.core.datastream.collected import CollectedRows, positional_name_refused
 from flintlock.core.datastream.connected import ConnectedStreams
+from flintlock.core.errors import GraphError
 from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, hash_by
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.runtime.operator import StreamOperator
 
 if TYPE_CHECKING:

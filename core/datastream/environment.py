@@ -18,6 +18,7 @@ from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.source_methods import SourceMethods
+from flintlock.core.errors import GraphError
 from flintlock.core.hooks.manager import plugins_for
 from flintlock.core.job.checks import check_before_spark, check_sink_outputs, finished_before
 from flintlock.core.job.client import JobClient
@@ -27,7 +28,7 @@ from flintlock.core.job.master import JobConfig, JobMaster
 from flintlock.core.job.progress import ProgressOption, shown
 from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.metrics.recorder import metrics_options
-from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.plan.graph import InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session, spark_ui_url
 from flintlock.core.spark.worker_probe import check_workers

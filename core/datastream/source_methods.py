@@ -12,8 +12,9 @@ from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.datastream.checks import check_parallelism, is_int
 from flintlock.core.datastream.datastream import DataStream
+from flintlock.core.errors import GraphError
 from flintlock.core.hooks.registry import Registry
-from flintlock.core.plan.graph import GraphError, InputEdge, Transformation
+from flintlock.core.plan.graph import InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.sources.parquet import ParquetSource
 from flintlock.core.sources.sequence import SequenceSource

@@ -17,7 +17,7 @@ from flintlock.core.api.window_functions import (
     ReduceContents,
     WindowContents,
 )
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 from flintlock.core.state.aggregate import AggregateFunction
 
 if TYPE_CHECKING:

@@ -25,23 +25,19 @@ import pyarrow.fs as pafs
 from flintlock.core.api.sink import OutputCheckContext
 from flintlock.core.checkpoint.job_folder import RESULT
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.errors import FlintlockError
-from flintlock.core.job_errors import SinkOutputError
-from flintlock.core.plan.graph import GraphError, Transformation
+from flintlock.core.errors import (
+    CheckpointDirectoryError,
+    FlintlockError,
+    NotPicklableError,
+    SinkOutputError,
+)
+from flintlock.core.plan.graph import Transformation
 
 MAX_DEPTH = 8
 """How deep the search for the attribute that cannot be pickled goes."""
 
 MAX_ITEMS = 1000
 """How many items of one list or dict the search tries (else it names the container)."""
-
-
-class NotPicklableError(GraphError):
-    """An operator, function, sink or plugin of the job cannot be shipped to the workers."""
-
-
-class CheckpointDirectoryError(GraphError):
-    """The checkpoint directory cannot be created or written."""
 
 
 def check_before_spark(

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.job_folder import IDENTITY, JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import JobControlError
 from flintlock.core.job.control import JobControl
 from flintlock.core.job.status import job_status
-from flintlock.core.job_errors import JobControlError
 
 if TYPE_CHECKING:
     from flintlock.core.job.result import JobExecutionResult

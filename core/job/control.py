@@ -24,9 +24,9 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import list_folder
+from flintlock.core.errors import CheckpointError, JobControlError
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.lease import LeaseHolder, read_holder
-from flintlock.core.job_errors import CheckpointError, JobControlError
 
 PROGRESS_ENV = "FLINTLOCK_PROGRESS"
 """Set to 1 by ``flintlock run``: unbounded jobs print ``progress_line`` per epoch."""

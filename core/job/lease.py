@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
-from flintlock.core.job_errors import CheckpointError, JobLeaseError, LeaseLostError
+from flintlock.core.errors import CheckpointError, JobLeaseError, LeaseLostError
 
 LEASE_DIR = "_lease"
 GENERATION_FILE = re.compile(r"(\d{12})\.json")

@@ -15,6 +15,7 @@ from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, Complet
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.restore import RestoreSource
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import JobCanceled
 from flintlock.core.job import run_end
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import JobControl
@@ -23,7 +24,6 @@ from flintlock.core.job.micro_batches import MicroBatchEpochs
 from flintlock.core.job.result import JobExecutionResult, JobResults
 from flintlock.core.job.run import JobRun, Progress
 from flintlock.core.job.schedules import TriggeredEpochs
-from flintlock.core.job_errors import JobCanceled
 from flintlock.core.metrics.recorder import MetricsRecorder
 from flintlock.core.plan.graph import Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames

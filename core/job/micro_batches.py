@@ -19,11 +19,10 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.restore import plan_restores
 from flintlock.core.checkpoint.savepoints import as_planned
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import CheckpointError, FlintlockError, JobControlError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import run_end, run_start
 from flintlock.core.job.control import ControlRequest
-from flintlock.core.job_errors import CheckpointError, JobControlError
 from flintlock.core.plan.graph import build_job_graph
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.spark.failures import python_cause

@@ -31,13 +31,13 @@ from flintlock.core.checkpoint.savepoints import (
     snapshots_moved_to,
 )
 from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.errors import CheckpointError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.job import run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job.run_log import RunLog
-from flintlock.core.job_errors import CheckpointError
 from flintlock.core.metrics.recorder import MetricsRecorder
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.sources.epochs import EpochSplits

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
+from flintlock.core.errors import JobCanceled, LeaseLostError
 from flintlock.core.job.run_log import record_failure
-from flintlock.core.job_errors import JobCanceled, LeaseLostError
 from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
 

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.storage import list_folder
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import RunLogError
 
 if TYPE_CHECKING:
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
@@ -141,7 +141,3 @@ def _json_files(storage: CheckpointStorage, directory: str) -> list[str]:
     """The ``.json`` files of ``directory`` by name (none if it does not exist)."""
     infos = list_folder(storage.filesystem, directory)
     return sorted(i.path for i in infos if i.is_file and i.path.endswith(".json"))
-
-
-class RunLogError(FlintlockError):
-    """A job's run log cannot be read (a damaged entry); the message names the file."""

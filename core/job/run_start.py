@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint.restore import RestoreSource, prepare_restore
+from flintlock.core.errors import GraphError, RestoreError
 from flintlock.core.events import CheckpointBarrier
-from flintlock.core.job_errors import RestoreError
-from flintlock.core.plan.graph import GraphError, JobGraph, Transformation, build_job_graph
+from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
 from flintlock.core.sources.epochs import UnboundedSource
 from flintlock.core.sources.source import SourceOperator
 from flintlock.core.spark import source_partitions

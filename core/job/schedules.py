@@ -33,12 +33,11 @@ from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint.finished_subtasks import epoch_has_work
 from flintlock.core.checkpoint.restore import RestoreSource, plan_restores
 from flintlock.core.checkpoint.savepoints import as_planned
+from flintlock.core.errors import GraphError, LeaseLostError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.job import run_end, run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import ControlRequest
-from flintlock.core.job_errors import LeaseLostError
-from flintlock.core.plan.graph import GraphError
 from flintlock.core.sources.epochs import EpochSplits
 from flintlock.core.spark.keep_alive import HOLD_SECONDS, keep_alive_seconds, keep_workers_alive
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from flintlock.core.job_errors import JobCanceled
+from flintlock.core.errors import JobCanceled
 
 _stop_requested = threading.Event()
 _cancel_requested = threading.Event()

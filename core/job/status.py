@@ -15,9 +15,9 @@ from typing import Any
 
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder, JobRecord
+from flintlock.core.errors import JobControlError
 from flintlock.core.job.control import JobControl
 from flintlock.core.job.lease import LeaseHolder, read_holder
-from flintlock.core.job_errors import JobControlError
 
 NOT_RUNNING = "NOT_RUNNING"
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import MetricsUnavailable
 
 TASK_GAUGES = (
     "numRecordsInPerSecond",
@@ -38,11 +38,6 @@ OPERATOR_GAUGES = (
 """Per operator of a subtask, the latest epoch's value."""
 RECORD_COUNTS = ("numRecordsIn", "numRecordsOut")
 """Per subtask and per operator of it, counters of the run."""
-
-
-class MetricsUnavailable(FlintlockError):
-    """Prometheus output was asked for and cannot be given: ``prometheus_client`` is not
-    installed, or the port is taken."""
 
 
 def _client() -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import MetricError
 
 PERCENTILES = (50, 75, 95, 98, 99, 99.9)
 """The quantiles a histogram reports, as Flink's ``HistogramStatistics`` offers them."""
@@ -112,10 +112,6 @@ KINDS: dict[type, str] = {
     Meter: "meters",
     Histogram: "histograms",
 }
-
-
-class MetricError(FlintlockError, ValueError):
-    """A metric name given twice with two kinds, or an empty one."""
 
 
 class MetricGroup:

@@ -12,13 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import GraphError
 from flintlock.core.exchange.partitioners import FORWARD, REBALANCE, Partitioner
 from flintlock.core.runtime.operator import StreamOperator, TwoInputStreamOperator
-
-
-class GraphError(FlintlockError):
-    """A DataStream program cannot be turned into a runnable graph."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.plan.graph import GraphError
+from flintlock.core.errors import GraphError
 from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import SourceReader
 

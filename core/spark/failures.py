@@ -14,9 +14,16 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.errors import FlintlockError, LifecycleError
+from flintlock.core.errors import (
+    FlintlockError,
+    JobCanceled,
+    LifecycleError,
+    PythonTaskError,
+    SparkJobError,
+    WorkerCrashedError,
+    WorkerImportError,
+)
 from flintlock.core.failure_report import FailureReport
-from flintlock.core.job_errors import JobCanceled
 
 if TYPE_CHECKING:
     from flintlock.core.plan.graph import Transformation
@@ -27,28 +34,6 @@ _CANCELED = re.compile(r"Job \d+ cancelled[^\n]*")
 """Spark's words for a job canceled on the driver: its job group, a tag, all jobs,
 the job itself, or a SparkContext shut down under it."""
 _CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*|Python worker.*?(?:crashed|killed)")
-
-
-class SparkJobError(FlintlockError):
-    """The epoch's Spark job failed for a reason no flintlock task reported."""
-
-    def __init__(self, message: str, spark_error: BaseException | None = None) -> None:
-        super().__init__(message)
-        self.spark_error = spark_error
-
-
-class PythonTaskError(SparkJobError):
-    """Python code that is not a flintlock operator raised in a Spark task (a UDF of the
-    input DataFrame, a worker that cannot import a module); the message leads with it."""
-
-
-class WorkerImportError(PythonTaskError):
-    """The Python workers cannot import a module the job's code uses: the job's plan (its
-    functions, cloudpickled) cannot be loaded in a Spark task."""
-
-
-class WorkerCrashedError(SparkJobError):
-    """A Python worker died (killed, segfault) while it ran a subtask; names the subtask."""
 
 
 def task_markers_dir(storage: CheckpointStorage, job_name: str, run_id: str) -> str:

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,10 +19,6 @@ spark_log: str | None = None
 """The file that took the stderr of the JVM flintlock started (None if it started none)."""
 
 QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
-
-
-class SparkSetupError(FlintlockError):
-    """Spark cannot start here; the message says what to install or set."""
 
 
 def check_java() -> None:

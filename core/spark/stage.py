@@ -13,12 +13,16 @@ import greenlet
 import pyarrow as pa
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.errors import FlintlockError, LifecycleError, TaskCanceled
+from flintlock.core.errors import (
+    CheckpointError,
+    LifecycleError,
+    TaskCanceled,
+    TaskFailedOnWorker,
+)
 from flintlock.core.exchange.messages import Kind, encode_json
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.hooks.manager import plugins_for
-from flintlock.core.job_errors import CheckpointError
 from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
 from flintlock.core.runtime.environment import TaskEnvironment
@@ -187,10 +191,6 @@ def _deploy_failure(info: TaskInfo, vertex: JobVertex, error: Exception) -> Life
     names = [t.name for t in vertex.transformations]
     position = f"not built, {chain_position(names.index(operator), len(names))}"
     return LifecycleError(info, "deploy", error, operator, "its factory", position)
-
-
-class TaskFailedOnWorker(FlintlockError):
-    """A subtask failed on a Spark worker; its message carries the FailureReport."""
 
 
 def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:

@@ -9,8 +9,8 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from flintlock.core.errors import SparkSetupError
 from flintlock.core.spark.failures import full_text, python_cause
-from flintlock.core.spark.session import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import ReadOnlyStateError
 from flintlock.core.state.arrow_codec import to_arrow
 from flintlock.core.state.descriptors import ListStateDescriptor
 from flintlock.core.state.handles import ListState
@@ -30,10 +30,6 @@ class _OperatorListState(ListState):
 
     def clear(self) -> None:
         self.values = []
-
-
-class ReadOnlyStateError(FlintlockError, TypeError):
-    """State written where it may only be read (broadcast state outside the broadcast side)."""
 
 
 class BroadcastState:

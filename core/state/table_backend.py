@@ -18,8 +18,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.errors import FlintlockError
-from flintlock.core.job_errors import CheckpointError
+from flintlock.core.errors import CheckpointError, StateError
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
@@ -33,10 +32,6 @@ from flintlock.core.state.state_files import (
 
 Chunk = tuple[list[Any], list[Any], "np.ndarray | list[int] | None"]
 """Keys, their stored values and (if the table knows them) their key groups."""
-
-
-class StateError(FlintlockError, ValueError):
-    """A state is asked for in a way that contradicts how it was declared or restored."""
 
 
 class TableKeyedStateBackend(KeyedStateBackend):

@@ -8,13 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import StateTypeError
 
 Check = Callable[[Any], None]
-
-
-class StateTypeError(FlintlockError, TypeError):
-    """A state was given a value its declared ``arrow_type`` cannot hold."""
 
 
 def _fast_types(arrow_type: pa.DataType) -> tuple[set[type], tuple[int, int] | None]:

@@ -8,7 +8,7 @@ charts by matplotlib (the ``report`` extra) as inline SVG, nothing fetched when 
 from __future__ import annotations
 
 from flintlock.core.checkpoint.job_folder import IDENTITY, JobFolder
-from flintlock.core.job_errors import JobControlError
+from flintlock.core.errors import JobControlError
 from flintlock.report.model import RunReport, read_report
 
 __all__ = ["RunReport", "job_report", "open_job_folder", "write_report"]

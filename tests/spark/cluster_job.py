@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 from job_scripts import print_result, start_session
 
 from flintlock import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flintlock.core.plan.graph import GraphError
+from flintlock.errors import GraphError
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 

@@ -13,8 +13,8 @@ import pytest
 
 from flintlock import StreamExecutionEnvironment
 from flintlock.core.job.client import JobClient
-from flintlock.core.job_errors import JobCanceled
 from flintlock.core.spark.job_group import running_epoch
+from flintlock.errors import JobCanceled
 
 ELEMENTS = 200
 SLEEP = 0.5

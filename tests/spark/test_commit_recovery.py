@@ -11,8 +11,8 @@ import pytest
 from killed_driver_job import CommitDiesAfterOneFile
 from pyspark import cloudpickle
 
-from flintlock.core.checkpoint.coordinator import CommitError
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.errors import CommitError
 from flintlock.sinks.files import FileSink
 
 cloudpickle.register_pickle_by_value(killed_driver_job)  # workers cannot import tests/

@@ -23,7 +23,7 @@ from flintlock import (
     OneInputStreamOperator,
     StreamExecutionEnvironment,
 )
-from flintlock.core.spark.failures import WorkerCrashedError
+from flintlock.errors import WorkerCrashedError
 
 
 def price_of(row: dict[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
-from flintlock.core.job_errors import CheckpointError, CommitError, SinkOutputError
 from flintlock.core.spark.sources import AQE, adaptive_execution_off
+from flintlock.errors import CheckpointError, CommitError, SinkOutputError
 from flintlock.sinks.files import FileSink
 
 

@@ -13,7 +13,7 @@ import pytest
 from killed_driver_job import ROWS, build
 
 from flintlock.cli import main
-from flintlock.core.job_errors import SinkOutputError
+from flintlock.errors import SinkOutputError
 from flintlock.sinks.files import FileSink
 
 SCRIPT = Path(__file__).with_name("killed_driver_job.py")

@@ -27,12 +27,7 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.lease import generation_path, read_holder, read_state
-from flintlock.core.job_errors import (
-    CheckpointError,
-    CommitError,
-    JobControlError,
-    LeaseLostError,
-)
+from flintlock.errors import CheckpointError, CommitError, JobControlError, LeaseLostError
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/

@@ -21,7 +21,7 @@ from flintlock import CheckpointError
 from flintlock.checkpoints import list_checkpoints, read_state, read_state_dataframe
 from flintlock.cli import main
 from flintlock.core.exchange.key_groups import key_group_of
-from flintlock.core.job_errors import RestoreError
+from flintlock.errors import RestoreError
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

@@ -24,7 +24,7 @@ from flintlock.checkpoints import list_checkpoints, load_checkpoint, read_state
 from flintlock.cli import main
 from flintlock.core.job.master import JobConfig, JobMaster
 from flintlock.core.job.result import JobExecutionResult
-from flintlock.core.job_errors import CommitError
+from flintlock.errors import CommitError
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.files import FileSink
 

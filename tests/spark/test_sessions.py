@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from flintlock import StreamExecutionEnvironment
-from flintlock.core.spark.session import JAVA_OPTIONS_ENV, SparkSetupError, driver_java_options
+from flintlock.core.spark.session import JAVA_OPTIONS_ENV, driver_java_options
+from flintlock.errors import SparkSetupError
 
 
 def test_the_active_session_is_used_and_left_running(spark: Any) -> None:

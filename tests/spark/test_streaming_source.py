@@ -18,8 +18,7 @@ from unbounded_jobs import committed_rows, epoch_under_way, wait_for_epochs
 
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
-from flintlock.core.job_errors import JobControlError
-from flintlock.core.plan.graph import GraphError
+from flintlock.errors import GraphError, JobControlError
 from flintlock.sinks.files import FileSink
 
 pytestmark = pytest.mark.slow

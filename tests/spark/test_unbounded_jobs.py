@@ -27,8 +27,8 @@ from unbounded_jobs import (
 from flintlock.cli import main
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.job.client import JobClient
-from flintlock.core.job_errors import JobControlError
 from flintlock.core.spark import stage_frames
+from flintlock.errors import JobControlError
 from flintlock.sinks.files import FileSink
 from flintlock.testing import LifecycleRecorder
 

@@ -22,8 +22,7 @@ from pyspark.sql.types import LongType
 from flintlock import FlintlockError, LifecycleError, StreamExecutionEnvironment
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.spark import helper_threads, worker_probe
-from flintlock.core.spark.failures import PythonTaskError, WorkerImportError
-from flintlock.core.spark.session import SparkSetupError
+from flintlock.errors import PythonTaskError, SparkSetupError, WorkerImportError
 
 pytestmark = pytest.mark.slow
 
