@@ -19,6 +19,7 @@ from flintlock.core.checkpoint.savepoints import EpochEndSavepoint, as_planned, 
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
+from flintlock.core.hooks.reports import merge_reports
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import JobControl
 from flintlock.core.job.epoch_loop import EpochLoop
@@ -32,10 +33,7 @@ from flintlock.core.job_errors import JobCanceled, LeaseLostError, RestoreError
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.plan.graph import JobGraph, Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames
-from flintlock.core.spark.failures import (
-    spark_failures_as_flintlock_errors,
-    task_markers_dir,
-)
+from flintlock.core.spark.failures import spark_failures_as_flintlock_errors, task_markers_dir
 from flintlock.core.spark.job_group import epoch_running
 from flintlock.core.spark.run_settings import RunSettings, run_settings
 from flintlock.core.spark.source_partitions import SourcePartitionCounts
@@ -371,7 +369,7 @@ class JobMaster(JobResults):
         """Acknowledgements for the coordinator; reports go back to their plugins. The last
         stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
         check_for_driver(messages)
-        acknowledgements = []
+        acknowledgements, reports = [], []
         phases: dict[tuple[str, int, int], dict[str, list[float]]] = {}
         kinds = messages.column("kind").to_pylist()
         payloads = messages.column("payload").to_pylist()
@@ -382,8 +380,8 @@ class JobMaster(JobResults):
             elif kind == Kind.REPORT and "lifecycle_phases" in document:
                 phases[subtask_attempt(document)] = document["lifecycle_phases"]
             elif kind == Kind.REPORT:
-                plugin = self.config.plugins[document["plugin"]]
-                plugin.merge_report(document["task"], document["data"])
+                reports.append(document)
+        merge_reports(self.config.plugins, reports)  # to the plugins, through their hook
         for acknowledgement in acknowledgements:  # times of close come after the ack
             acknowledgement["lifecycle_phases"] = phases.get(subtask_attempt(acknowledgement), {})
         return acknowledgements
