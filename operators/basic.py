@@ -11,18 +11,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.api.functions import (
-    FilterFunction,
-    FlatMapFunction,
-    MapFunction,
+from flintlock import FilterFunction, FlatMapFunction, MapFunction, OneInputStreamOperator, hookimpl
+from flintlock.plugin_api import (
+    FusedRowsMixin,
+    HeldOutputMixin,
     Row,
+    RowBatchBuilder,
+    RowStage,
+    UdfOperatorMixin,
+    conform_batch,
     overrides,
+    rows_of,
 )
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import conform_batch, rows_of
-from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
-from flintlock.core.runtime.row_output import FusedRowsMixin, RowStage
 
 
 class _LambdaMap(MapFunction):

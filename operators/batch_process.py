@@ -8,13 +8,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.api.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
-from flintlock.core.api.keys import KeySelector
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import conform_batch
-from flintlock.core.state.arrow_codec import keys_to_arrow
+from flintlock import (
+    KeyedBatchContext,
+    KeyedBatchProcessFunction,
+    KeySelector,
+    OneInputStreamOperator,
+    hookimpl,
+)
 from flintlock.operators.process import as_key_selector
+from flintlock.plugin_api import UdfOperatorMixin, conform_batch, key_groups_of, keys_to_arrow
 
 
 class KeyedBatchProcessOperator(UdfOperatorMixin, OneInputStreamOperator):
@@ -60,8 +62,6 @@ class KeyedBatchProcessOperator(UdfOperatorMixin, OneInputStreamOperator):
 
     def _check_key_groups(self, keys: pa.Array) -> None:
         """Every key must be in this subtask's key groups (as set_current_key checks)."""
-        from flintlock.core.exchange.murmur import key_groups_of
-
         backend = self.context.keyed_backend
         assert backend is not None
         groups = key_groups_of(keys, backend.max_parallelism)

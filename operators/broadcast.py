@@ -8,15 +8,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.api.keys import KeySelector
-from flintlock.core.api.watermarks import event_times
-from flintlock.core.datastream.broadcast import BroadcastContext, BroadcastProcessFunction
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import TwoInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import rows_of
-from flintlock.core.runtime.row_output import RowOutputMixin
-from flintlock.core.state.descriptors import StateDescriptor
-from flintlock.core.state.operator_state import BroadcastState
+from flintlock import (
+    BroadcastContext,
+    BroadcastProcessFunction,
+    KeySelector,
+    TwoInputStreamOperator,
+    hookimpl,
+)
+from flintlock.plugin_api import (
+    BroadcastState,
+    RowOutputMixin,
+    StateDescriptor,
+    UdfOperatorMixin,
+    event_times,
+    rows_of,
+)
 
 
 class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):

@@ -12,17 +12,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.api.functions import Function, Row
-from flintlock.core.api.join_functions import JoinContext, ProcessJoinFunction
-from flintlock.core.api.keys import KeySelector
-from flintlock.core.api.watermarks import event_times
-from flintlock.core.api.window_assigners import TimeWindow, WindowAssigner
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import TwoInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import rows_of
-from flintlock.core.runtime.row_output import RowOutputMixin
-from flintlock.core.state import MapStateDescriptor
-from flintlock.operators.windows import WindowError
+from flintlock import (
+    Function,
+    JoinContext,
+    KeySelector,
+    MapStateDescriptor,
+    ProcessJoinFunction,
+    TimeWindow,
+    TwoInputStreamOperator,
+    WindowAssigner,
+    hookimpl,
+)
+from flintlock.errors import WindowError
+from flintlock.plugin_api import Row, RowOutputMixin, UdfOperatorMixin, event_times, rows_of
 
 Sides = tuple[KeySelector, KeySelector]
 

@@ -1,7 +1,7 @@
 """process (ProcessFunction), keyed process (state and timers) and co-process operators.
 
 A keyed operator's key is a column, a list of columns (a tuple key) or a key selector
-(``flintlock.core.api.keys``); ``timestamp_column`` (integer, or timestamp read as epoch
+(``flintlock.KeySelector``); ``timestamp_column`` (integer, or timestamp read as epoch
 milliseconds) gives ``ctx.timestamp()``; ``output_schema`` fixes what ``out.collect`` emits.
 """
 
@@ -14,26 +14,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from flintlock.core.api.functions import (
+from flintlock import (
     CoProcessFunction,
     KeyedProcessFunction,
+    KeySelector,
+    OneInputStreamOperator,
     OnTimerContext,
     ProcessContext,
     ProcessFunction,
-)
-from flintlock.core.api.keys import ColumnKey, ColumnsKey, FunctionKey, KeySelector
-from flintlock.core.api.side_outputs import SideOutputCollector
-from flintlock.core.api.watermarks import event_times
-from flintlock.core.exchange.murmur import is_key_type
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import (
-    OneInputStreamOperator,
+    TimeDomain,
     TwoInputStreamOperator,
-    UdfOperatorMixin,
+    hookimpl,
 )
-from flintlock.core.runtime.records import column_values, rows_of
-from flintlock.core.runtime.row_output import FusedRowsMixin, RowOutputMixin, RowStage
-from flintlock.core.runtime.timers import TimeDomain
+from flintlock.plugin_api import (
+    ColumnKey,
+    ColumnsKey,
+    FunctionKey,
+    FusedRowsMixin,
+    RowOutputMixin,
+    RowStage,
+    SideOutputCollector,
+    UdfOperatorMixin,
+    column_values,
+    event_times,
+    is_key_type,
+    rows_of,
+)
 
 KeyLike = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
 """A key as operators take it: a column, columns (a tuple key), a KeySelector or a function."""

@@ -7,11 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.api.functions import SinkFunction, overrides
-from flintlock.core.api.sink import SinkWriterContext, TwoPhaseCommitSink
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import rows_of
+from flintlock import OneInputStreamOperator, SinkFunction, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import SinkWriterContext, UdfOperatorMixin, overrides, rows_of
 
 
 class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):

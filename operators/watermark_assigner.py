@@ -9,11 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.api.watermarks import WatermarkStrategy
-from flintlock.core.events import MAX_TIMESTAMP, Watermark
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator
-from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
+from flintlock import OneInputStreamOperator, Watermark, WatermarkStrategy, hookimpl
+from flintlock.plugin_api import MAX_TIMESTAMP, WatermarkEmitter
 
 
 class TimestampsAndWatermarksOperator(OneInputStreamOperator):

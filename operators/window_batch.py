@@ -19,18 +19,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock.core.api.keys import KeySelector, python_keys
-from flintlock.core.api.side_outputs import OutputTag
-from flintlock.core.api.watermarks import event_time_millis
-from flintlock.core.api.window_assigners import (
+from flintlock import (
+    KeySelector,
+    OneInputStreamOperator,
+    OutputTag,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
+    ValueStateDescriptor,
+    hookimpl,
 )
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator
-from flintlock.core.state import ValueStateDescriptor
-from flintlock.core.state.arrow_codec import keys_to_arrow
-from flintlock.operators.windows import WindowError
+from flintlock.errors import WindowError
+from flintlock.plugin_api import event_time_millis, keys_to_arrow, python_keys
 
 START = "window_start"
 END = "window_end"

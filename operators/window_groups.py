@@ -15,12 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.api.watermarks import event_time_millis
-from flintlock.core.api.window_assigners import (
-    SlidingEventTimeWindows,
-    TumblingEventTimeWindows,
-    WindowAssigner,
-)
+from flintlock import SlidingEventTimeWindows, TumblingEventTimeWindows, WindowAssigner
+from flintlock.plugin_api import event_time_millis
 
 
 def window_shape(assigner: WindowAssigner) -> tuple[int, int, int] | None:

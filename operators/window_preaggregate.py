@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.api.keys import KeySelector
-from flintlock.core.hooks.manager import hookimpl
+from flintlock import KeySelector, hookimpl
 from flintlock.operators.window_batch import LATEST, START, ColumnWindowOperator
 
 PROBE_EVERY = 16

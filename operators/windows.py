@@ -21,26 +21,32 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flintlock.core.api.functions import Function, Row, TimerService
-from flintlock.core.api.keys import KeySelector
-from flintlock.core.api.side_outputs import OutputTag
-from flintlock.core.api.watermarks import event_times
-from flintlock.core.api.window_assigners import (
+from flintlock import (
     EventTimeTrigger,
+    Function,
+    KeySelector,
+    MapStateDescriptor,
+    OneInputStreamOperator,
+    OutputTag,
     ProcessingTimeTrigger,
+    TimerService,
     TimeWindow,
     Trigger,
     WindowAssigner,
+    WindowContext,
+    hookimpl,
 )
-from flintlock.core.api.window_functions import AggregateContents, WindowContents, WindowContext
-from flintlock.core.errors import WindowError
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.operator import OneInputStreamOperator, UdfOperatorMixin
-from flintlock.core.runtime.records import rows_of
-from flintlock.core.runtime.row_output import RowOutputMixin
-from flintlock.core.state import MapStateDescriptor
-from flintlock.core.state.value_closures import map_pop_closure
+from flintlock.errors import WindowError
 from flintlock.operators.window_groups import BatchGroups, group_batch, window_shape
+from flintlock.plugin_api import (
+    AggregateContents,
+    Row,
+    RowOutputMixin,
+    UdfOperatorMixin,
+    WindowContents,
+    event_times,
+    rows_of,
+)
 
 
 class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
@@ -83,7 +89,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
         keyed_state = self.context.keyed_state
         self._ends = keyed_state(MapStateDescriptor("window-ends", pa.int64(), pa.int64()))
         self._windows = keyed_state(MapStateDescriptor("window-contents", pa.int64()))
-        self._take_contents = map_pop_closure(self._windows)  # the handle has no TTL
+        self._take_contents = self._windows.pop  # a closure over the table (no TTL)
 
     # ---- rows ----
 

@@ -20,14 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.plugin_api import (
-    EpochSplits,
-    PluginError,
-    Source,
-    SourceReader,
-    UnboundedSource,
-    hookimpl,
-)
+from flintlock import EpochSplits, PluginError, Source, SourceReader, UnboundedSource, hookimpl
 from flintlock.sinks.delta_files import deltalake, partition_string, schema_differences
 
 UNSUPPORTED = {

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.state.backend import KeyedStateBackend, StateBackend
-from flintlock.core.state.state_files import RestoredEntries
-from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+from flintlock import KeyedStateBackend, StateBackend, hookimpl
+from flintlock.plugin_api import Chunk, RestoredEntries, TableKeyedStateBackend
 
 CHUNK = 262144
 """Entries per snapshot batch: bounds the snapshot's extra memory, keeps batches in cache."""

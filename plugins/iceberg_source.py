@@ -15,10 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.core.plan.graph import GraphError
-from flintlock.plugin_api import (
+from flintlock import (
     EpochSplits,
     FlintlockError,
+    GraphError,
     PluginError,
     Source,
     SourceReader,

@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flintlock.core.errors import ChannelError
-from flintlock.core.events import MAX_WATERMARK, CheckpointBarrier
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.task import StreamTask
-from flintlock.core.sources.source import SourceOperator
+from flintlock import MAX_WATERMARK, ChannelError, SourceOperator, StreamTask, hookimpl
+from flintlock.plugin_api import CheckpointBarrier
 
 
 class SourceStreamTask(StreamTask):

@@ -27,10 +27,8 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.state.backend import KeyedStateBackend, StateBackend
-from flintlock.core.state.state_files import RestoredEntries
-from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+from flintlock import KeyedStateBackend, StateBackend, hookimpl
+from flintlock.plugin_api import Chunk, RestoredEntries, TableKeyedStateBackend
 
 CHUNK = 65536
 """Entries per snapshot batch and per restore insert."""

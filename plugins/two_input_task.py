@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.core.runtime.input_task import InputStreamTask
-from flintlock.core.runtime.operator import TwoInputStreamOperator
+from flintlock import TwoInputStreamOperator, hookimpl
+from flintlock.plugin_api import InputStreamTask
 
 
 class TwoInputStreamTask(InputStreamTask):

@@ -16,10 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.api.sink import CommitContext, SinkWriterContext, TwoPhaseCommitSink
-from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder, safe_name
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.plugin_api import CheckpointError, CommittableError
+from flintlock import CheckpointError, CommittableError, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import (
+    CheckpointStorage,
+    CommitContext,
+    SinkWriterContext,
+    list_folder,
+    safe_name,
+)
 
 
 @dataclass

@@ -22,16 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.plugin_api import (
-    OUTPUT_MODES,
-    CommitContext,
-    CommittableError,
-    OutputCheckContext,
-    SinkOutputError,
-    SinkWriterContext,
-    TwoPhaseCommitSink,
-    hookimpl,
-)
+from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import OUTPUT_MODES, CommitContext, OutputCheckContext, SinkWriterContext
 from flintlock.sinks.delta_files import (
     checkpoint_of,
     conform,

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.checkpoint.storage import list_folder
-from flintlock.plugin_api import CommitContext, CommittableError
+from flintlock import CommittableError
+from flintlock.plugin_api import CommitContext, list_folder
 from flintlock.sinks.optional import require
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"

@@ -24,15 +24,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.api.sink import (
-    OUTPUT_MODES,
-    CommitContext,
-    SinkWriterContext,
-    TwoPhaseCommitSink,
-)
-from flintlock.core.checkpoint.storage import list_folder
-from flintlock.core.hooks.manager import hookimpl
-from flintlock.plugin_api import CommittableError, SinkOutputError
+from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import OUTPUT_MODES, CommitContext, SinkWriterContext, list_folder
 
 REGISTRY = "_flintlock"
 """``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""

@@ -20,16 +20,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flintlock.core.checkpoint.storage import safe_name
-from flintlock.plugin_api import (
-    OUTPUT_MODES,
-    CommitContext,
-    CommittableError,
-    SinkOutputError,
-    SinkWriterContext,
-    TwoPhaseCommitSink,
-    hookimpl,
-)
+from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import OUTPUT_MODES, CommitContext, SinkWriterContext, safe_name
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 from flintlock.sinks.iceberg_commit import IcebergCommitter

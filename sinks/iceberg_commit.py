@@ -9,14 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.storage import list_folder
-from flintlock.plugin_api import (
-    CommitContext,
-    CommitError,
-    FlintlockError,
-    OutputCheckContext,
-    SinkOutputError,
-)
+from flintlock import CommitError, FlintlockError, SinkOutputError
+from flintlock.plugin_api import CommitContext, OutputCheckContext, list_folder
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from flintlock.core.errors import PluginError
+from flintlock import PluginError
 
 
 def require(module: str, extra: str, who: str) -> ModuleType:

@@ -24,15 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock.plugin_api import (
-    CommitContext,
-    CommittableError,
-    OutputCheckContext,
-    SinkOutputError,
-    SinkWriterContext,
-    TwoPhaseCommitSink,
-    hookimpl,
-)
+from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
+from flintlock.plugin_api import CommitContext, OutputCheckContext, SinkWriterContext
 from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.postgres_sql import psycopg, sql
 

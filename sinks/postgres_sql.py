@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from flintlock.plugin_api import PluginError, SinkOutputError
+from flintlock import PluginError, SinkOutputError
 from flintlock.sinks.optional import require
 
 

@@ -8,8 +8,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from flintlock.core.api.functions import SinkFunction
-from flintlock.core.hooks.manager import hookimpl
+from flintlock import SinkFunction, hookimpl
 
 
 class PrintSink(SinkFunction):

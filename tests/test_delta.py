@@ -11,14 +11,8 @@ import pytest
 from delta_tables import read_delta
 from deltalake import DeltaTable, write_deltalake
 
-from flintlock.plugin_api import (
-    CheckpointStorage,
-    CommitContext,
-    CommittableError,
-    SinkOutputError,
-    SinkWriterContext,
-    TaskInfo,
-)
+from flintlock import CommittableError, SinkOutputError
+from flintlock.plugin_api import CheckpointStorage, CommitContext, SinkWriterContext, TaskInfo
 from flintlock.sinks.delta import DeltaSink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("name", pa.string())])

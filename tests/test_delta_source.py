@@ -11,8 +11,7 @@ import pytest
 from delta_tables import read_delta
 from deltalake import DeltaTable, write_deltalake
 
-from flintlock import StreamExecutionEnvironment
-from flintlock.plugin_api import PluginError, Source
+from flintlock import PluginError, Source, StreamExecutionEnvironment
 from flintlock.plugins.delta_source import DeltaSource, DeltaStreamSource
 
 

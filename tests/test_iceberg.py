@@ -10,14 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from flintlock import CommittableError, SinkOutputError
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.plugin_api import (
-    CommitContext,
-    CommittableError,
-    SinkOutputError,
-    SinkWriterContext,
-    TaskInfo,
-)
+from flintlock.plugin_api import CommitContext, SinkWriterContext, TaskInfo
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import CHECKPOINT_ID, JOB_ID, catalog_spec, load_catalog
 

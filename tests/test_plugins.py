@@ -55,6 +55,27 @@ def test_a_name_offered_twice_names_both_plugins() -> None:
         build_registry(build_plugin_manager([Impostor()]))
 
 
+def test_registration_hooks_are_called_through_pluggy_once_per_plugin() -> None:
+    """Hook call monitoring (what FLINTLOCK_TRACE_HOOKS uses) sees each registration call,
+    each with the one plugin it asks: the registry no longer calls implementations itself."""
+
+    class Extra:
+        @hookimpl
+        def flintlock_register_sinks(self, register: Callable[[str, Any], None]) -> None:
+            register("extra", object)
+
+    extra = Extra()
+    manager = build_plugin_manager([extra], use_entry_points=False)
+    seen: list[tuple[str, list[object]]] = []
+    manager.add_hookcall_monitoring(
+        lambda name, impls, kwargs: seen.append((name, [impl.plugin for impl in impls])),
+        lambda *_: None,
+    )
+    registry = build_registry(manager)
+    assert registry.names("sink") == ["extra"]
+    assert seen == [("flintlock_register_sinks", [extra])]
+
+
 def test_only_a_job_without_plugin_objects_shares_the_installed_plugins_manager() -> None:
     class Extra:
         @hookimpl

@@ -19,13 +19,11 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from flintlock import CommittableError, PluginError, SinkOutputError
 from flintlock.plugin_api import (
     CheckpointStorage,
     CommitContext,
-    CommittableError,
     OutputCheckContext,
-    PluginError,
-    SinkOutputError,
     SinkWriterContext,
     TaskInfo,
 )

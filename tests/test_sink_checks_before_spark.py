@@ -21,12 +21,12 @@ import pytest
 from deltalake import write_deltalake
 from postgres_server import free_port
 
-from flintlock import StreamExecutionEnvironment
+from flintlock import PluginError, SinkOutputError, StreamExecutionEnvironment
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream import environment
 from flintlock.core.job.checks import finished_before
-from flintlock.plugin_api import CommitContext, OutputCheckContext, PluginError, SinkOutputError
+from flintlock.plugin_api import CommitContext, OutputCheckContext
 from flintlock.sinks.collect import CollectSink
 from flintlock.sinks.delta import DeltaSink
 from flintlock.sinks.iceberg import IcebergSink

@@ -209,6 +209,26 @@ def test_ttl_list_elements_and_map_entries_expire_one_by_one(backend: str) -> No
     assert items.get() == [] and entries.is_empty()
 
 
+@pytest.mark.parametrize("ttl_ms", [None, 10])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_state_pop_returns_an_entry_and_removes_it(backend: str, ttl_ms: int | None) -> None:
+    clock = ManualClock()
+    _, keyed = opened(backend, clock)
+    config = ttl(ttl_ms) if ttl_ms is not None else None
+    entries = keyed.get_state(MapStateDescriptor("m", pa.int64(), pa.int64(), ttl_config=config))
+    keyed.set_current_key("a")
+    entries.put(1, 10)
+    entries.put(2, 20)
+    keyed.set_current_key("b")
+    entries.put(1, 11)
+    assert entries.pop(1) == 11 and entries.pop(1) is None and entries.is_empty()
+    keyed.set_current_key("a")
+    assert entries.pop(2) == 20 and dict(entries.items()) == {1: 10}
+    if ttl_ms is not None:
+        clock.advance(ttl_ms)
+        assert entries.pop(1) is None  # expired: as absent
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ttl_reducing_and_aggregating_state_start_over_once_expired(backend: str) -> None:
     clock = ManualClock()

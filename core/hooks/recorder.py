@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Generator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.hooks.manager import hookimpl
+
+if TYPE_CHECKING:
+    from flintlock.core.task_info import TaskInfo
 
 Call = tuple[Any, ...]
 
@@ -173,15 +176,17 @@ class LifecycleRecorder:
 
     # ---- travelling back from Spark workers ----
 
-    def report(self, task: str) -> list[list[Any]]:
-        """What this (worker-side) copy recorded for subtask ``task``."""
-        return [list(call) for call in self.by_task.get(task, [])]
+    @hookimpl
+    def flintlock_report_to_driver(self, task: TaskInfo) -> list[list[Any]]:
+        """What this (worker-side) copy recorded for the subtask."""
+        return [list(call) for call in self.by_task.get(task.key, [])]
 
-    def merge_report(self, task: str, calls: list[list[Any]]) -> None:
+    @hookimpl
+    def flintlock_merge_report(self, task: str, report: list[list[Any]]) -> None:
         """Add a worker's recording of subtask ``task`` (one epoch's calls, in order) to
         this (driver-side) recorder."""
-        self.by_task[task].extend(tuple(call) for call in calls)
-        for call in calls:
+        self.by_task[task].extend(tuple(call) for call in report)
+        for call in report:
             self.hooks_seen.add(_HOOK_OF.get(call[0], f"flintlock_{call[0]}"))
 
 

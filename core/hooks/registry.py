@@ -59,8 +59,16 @@ def build_registry(manager: pluggy.PluginManager) -> Registry:
     for kind, hook_name in KINDS.items():
         table: dict[str, Registered] = registry.entries.setdefault(kind, {})
         for impl in getattr(manager.hook, hook_name).get_hookimpls():
-            impl.function(register=_register_into(table, kind, impl.plugin_name))
+            register = _register_into(table, kind, impl.plugin_name)
+            call_on(manager, hook_name, impl.plugin, register=register)
     return registry
+
+
+def call_on(manager: pluggy.PluginManager, hook_name: str, plugin: object, **kwargs: Any) -> Any:
+    """Call hook ``hook_name`` on ``plugin`` alone, through ``manager`` (pluggy's subset
+    hook caller), so the call and its result are known to be that plugin's."""
+    others = manager.get_plugins() - {plugin}
+    return manager.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
 
 
 def _register_into(table: dict[str, Registered], kind: str, plugin_name: str) -> Any:

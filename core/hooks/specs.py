@@ -245,3 +245,24 @@ def flintlock_register_sinks(register: Callable[[str, Any], None]) -> None:
 def flintlock_register_sources(register: Callable[[str, Any], None]) -> None:
     """Offer sources by name, e.g. ``register("delta", DeltaSource)``: the
     ``StreamExecutionEnvironment.from_<name>`` methods build them from the registry."""
+
+
+# ---- reports: what a plugin object observed in a task, back on the driver ----
+
+
+@hookspec(firstresult=True)
+def flintlock_report_to_driver(task: TaskInfo) -> Any:
+    """What this plugin observed in subtask ``task``, for its driver-side copy: JSON-able
+    data, or None to send nothing.
+
+    Called on the worker's copy of each plugin object the job was handed (installed
+    plugins have no driver-side object to receive it), once per subtask and epoch, after
+    the task's common cleanup, so close and the final task state are included.
+    """
+
+
+@hookspec
+def flintlock_merge_report(task: str, report: Any) -> None:
+    """Take what the worker-side copy of this plugin reported for subtask ``task``
+    (``TaskInfo.key``): called on the driver, on the plugin object the job was handed,
+    once per report, in the order the epoch's last stage delivered them."""

@@ -34,6 +34,7 @@ from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.errors import CheckpointError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
+from flintlock.core.hooks.reports import merge_reports
 from flintlock.core.job import run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
@@ -208,7 +209,7 @@ class JobRun:
         """Acknowledgements for the coordinator; reports go back to their plugins. The last
         stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
         check_for_driver(messages)
-        acknowledgements = []
+        acknowledgements, reports = [], []
         phases: dict[tuple[str, int, int], dict[str, list[float]]] = {}
         kinds = messages.column("kind").to_pylist()
         payloads = messages.column("payload").to_pylist()
@@ -219,8 +220,8 @@ class JobRun:
             elif kind == Kind.REPORT and "lifecycle_phases" in document:
                 phases[subtask_attempt(document)] = document["lifecycle_phases"]
             elif kind == Kind.REPORT:
-                plugin = self.config.plugins[document["plugin"]]
-                plugin.merge_report(document["task"], document["data"])
+                reports.append(document)
+        merge_reports(self.config.plugins, reports)  # to the plugins, through their hook
         for acknowledgement in acknowledgements:  # times of close come after the ack
             acknowledgement["lifecycle_phases"] = phases.get(subtask_attempt(acknowledgement), {})
         return acknowledgements

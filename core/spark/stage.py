@@ -23,6 +23,7 @@ from flintlock.core.exchange.messages import Kind, encode_json
 from flintlock.core.exchange.reader import MessageReader
 from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.hooks.manager import plugins_for
+from flintlock.core.hooks.reports import reports_to_driver
 from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
 from flintlock.core.plan.graph import JobVertex
 from flintlock.core.runtime.environment import TaskEnvironment
@@ -223,11 +224,8 @@ def _run(
             task.invoke()
         if reader is not None:
             reader.drain()
-        for index, plugin in enumerate(plan.plugins):
-            report = getattr(plugin, "report", None)
-            if report is not None:
-                document = {"plugin": index, "task": task.info.key, "data": report(task.info.key)}
-                writer.send_towards_driver(Kind.REPORT, encode_json(document))
+        for document in reports_to_driver(task.environment.plugin_manager, plan.plugins, task.info):
+            writer.send_towards_driver(Kind.REPORT, encode_json(document))
 
     return _in_greenlet(body, writer)
 

@@ -85,6 +85,12 @@ class MapState(ABC):
     def remove(self, key: Any) -> None:
         """Remove ``key`` (nothing happens if it is absent)."""
 
+    def pop(self, key: Any) -> Any:
+        """The value of ``key``, removed in the same call (None if absent), as ``dict.pop``."""
+        value = self.get(key)
+        self.remove(key)
+        return value
+
     def contains(self, key: Any) -> bool:
         """True if ``key`` has a value."""
         return key in dict(self.items())

@@ -134,9 +134,10 @@ def map_pop_closure(state: Any) -> Callable[[Any], Any]:
 
 
 def map_closures(state: Any, descriptor: Any) -> dict[str, Callable[..., Any]]:
-    """``get``, ``put`` and ``remove`` of map state without TTL, as closures."""
+    """``get``, ``put``, ``remove`` and ``pop`` of map state without TTL, as closures."""
     return {
         "get": map_get_closure(state),
         "put": map_put_closure(state, descriptor),
         "remove": map_remove_closure(state),
+        "pop": map_pop_closure(state),
     }

@@ -9,7 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from flintlock import CoProcessFunction, KeyedProcessFunction, LifecycleError, ValueStateDescriptor
+from flintlock import (
+    CoProcessFunction,
+    KeyedProcessFunction,
+    LifecycleError,
+    ValueStateDescriptor,
+    hookimpl,
+)
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.operators.process import CoProcessOperator, KeyedProcessOperator
 from flintlock.operators.sink import TwoPhaseCommitSinkOperator
@@ -69,6 +75,53 @@ def test_spark_subtasks_record_the_harness_sequence(
     assert expected[0] == ("state", "DEPLOYING") and expected[-1] == ("state", "FINISHED")
     for subtask in (0, 1):
         assert on_spark.calls(f"{keyed_chain}#{subtask}", exclude=PER_BATCH) == expected
+
+
+class RowTally:
+    """Counts the rows each operator of each subtask is handed, on the workers, and
+    reports them to its driver-side object through the report hooks."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.merged: list[str] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"rows": {}, "merged": []}
+
+    @hookimpl
+    def flintlock_operator_process_batch(
+        self, operator: Any, task: Any, batch: pa.RecordBatch, input_index: int
+    ) -> None:
+        label = f"{task.key} {operator.name}"
+        self.rows[label] = self.rows.get(label, 0) + batch.num_rows
+
+    @hookimpl
+    def flintlock_report_to_driver(self, task: Any) -> dict[str, int] | None:
+        mine = {label: n for label, n in self.rows.items() if label.startswith(f"{task.key} ")}
+        return mine or None
+
+    @hookimpl
+    def flintlock_merge_report(self, task: str, report: dict[str, int]) -> None:
+        self.merged.append(task)
+        for label, n in report.items():
+            self.rows[label] = self.rows.get(label, 0) + n
+
+
+def test_a_plugin_reports_what_it_saw_on_the_workers_to_its_driver_side_object(
+    spark: Any, tmp_path: Path
+) -> None:
+    tally = RowTally()
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path), plugins=[tally]
+    )
+    rows = [{"k": i % 7, "v": i} for i in range(100)]
+    env.from_collection(rows, batch_size=10).key_by("k").process(
+        Count(), name="count"
+    ).execute_and_collect("tallied")
+    counted = {label: n for label, n in tally.rows.items() if label.endswith(" count")}
+    assert sorted(counted) == ["count -> collect#0 count", "count -> collect#1 count"]
+    assert sum(counted.values()) == len(rows)  # every row, once, from the workers
+    assert sorted(tally.merged) == ["count -> collect#0", "count -> collect#1"]
 
 
 def test_a_failure_on_spark_names_task_subtask_operator_and_phase(

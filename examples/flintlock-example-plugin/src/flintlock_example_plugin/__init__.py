@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flintlock.plugin_api import hookimpl
+from flintlock import hookimpl
 from flintlock_example_plugin.counting_task import CountingOneInputStreamTask
 from flintlock_example_plugin.dedupe import DedupeOperator
 from flintlock_example_plugin.key_group_backend import KeyGroupStateBackend

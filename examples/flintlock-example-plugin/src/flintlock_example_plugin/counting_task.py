@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from flintlock.plugin_api import DataEvent, InputEvent, OneInputStreamTask
+from flintlock import OneInputStreamTask
+from flintlock.plugin_api import DataEvent, InputEvent
 
 logger = logging.getLogger("flintlock_example_plugin")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from flintlock.plugin_api import Chunk, KeyedStateBackend, StateBackend, TableKeyedStateBackend
+from flintlock import KeyedStateBackend, StateBackend
+from flintlock.plugin_api import Chunk, TableKeyedStateBackend
 
 
 class KeyGroupTable:
