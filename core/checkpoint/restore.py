@@ -165,3 +165,17 @@ def rescale(snapshots: list[TaskSnapshot], subtask_index: int, parallelism: int)
     return subtask_restore(
         first.checkpoint_id, snapshots, names, subtask_index, parallelism, first.max_parallelism
     )
+
+
+def finished_in(restore: RestoreSource | None) -> dict[str, int]:
+    """The fully finished vertices of the checkpoint restored from (vertex name -> the
+    checkpoint it finished in): every subtask's snapshot says it finished. A final
+    checkpoint (every vertex finished) restored by a new run is run again in full."""
+    if restore is None or restore.checkpoint.final:
+        return {}
+    finished: dict[str, int | None] = {}
+    for snapshot in restore.checkpoint.subtasks:
+        at = snapshot.finished_at
+        known = finished.get(snapshot.task_name, at)
+        finished[snapshot.task_name] = None if at is None or known is None else max(at, known)
+    return {name: at for name, at in finished.items() if at is not None}

@@ -23,7 +23,7 @@ from flintlock.core.job.lease import DEFAULT_RENEW_SECONDS, JobLease
 from flintlock.core.job.micro_batches import MicroBatchEpochs
 from flintlock.core.job.result import JobExecutionResult, JobResults
 from flintlock.core.job.run import JobRun, Progress
-from flintlock.core.job.schedules import TriggeredEpochs
+from flintlock.core.job.schedules import Schedule, TriggeredEpochs
 from flintlock.core.metrics.recorder import MetricsRecorder
 from flintlock.core.plan.graph import Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames
@@ -148,8 +148,10 @@ class JobMaster(JobResults):
             self.check_resumable(latest)
         self.coordinator.remove_orphaned_snapshots(run_id)
         run = JobRun(self, run_id, settings, counts, metrics, trigger, progress)
-        epochs = MicroBatchEpochs(run) if run.streaming is not None else TriggeredEpochs(run)
-        return epochs.run_epochs(latest, started, new_run)
+        schedule: Schedule = (
+            MicroBatchEpochs(run) if run.streaming is not None else TriggeredEpochs(run)
+        )
+        return run.run_epochs(schedule, latest, started, new_run)
 
     def cancel_spark_jobs(self) -> None:
         """Cancel the job's running Spark jobs (classic session, else Spark Connect)."""

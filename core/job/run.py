@@ -12,6 +12,7 @@ The schedules decide when epochs run: one epoch for bounded sources
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,12 @@ from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint.finished_subtasks import finished_subtasks
 from flintlock.core.checkpoint.reader import load_checkpoint
-from flintlock.core.checkpoint.restore import RestoreSource, operator_uids, plan_restores
+from flintlock.core.checkpoint.restore import (
+    RestoreSource,
+    finished_in,
+    operator_uids,
+    plan_restores,
+)
 from flintlock.core.checkpoint.savepoints import (
     EpochEndSavepoint,
     as_planned,
@@ -35,10 +41,11 @@ from flintlock.core.errors import CheckpointError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.hooks.reports import merge_reports
-from flintlock.core.job import run_start
+from flintlock.core.job import run_end, run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job.run_log import RunLog
+from flintlock.core.job.schedules import Epoch, Position, Schedule
 from flintlock.core.metrics.recorder import MetricsRecorder
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.sources.epochs import EpochSplits
@@ -49,6 +56,7 @@ from flintlock.core.spark.source_partitions import SourcePartitionCounts
 
 if TYPE_CHECKING:
     from flintlock.core.job.master import JobMaster
+    from flintlock.core.job.result import JobExecutionResult
 
 Progress = Callable[[dict[str, Any]], None]
 """Called on the driver after every epoch with its figures (the CLI prints a line)."""
@@ -80,7 +88,7 @@ class JobRun:
         self.uids = operator_uids(master.transformations)
         self.graph_transformations, self.graph = run_start.run_graph(self, counts)
         self.run_log = RunLog(self.folder, self.graph)
-        self.sources, self.streaming = run_start.unbounded_sources(
+        self.sources, self.streaming, self.bounded_sources = run_start.job_sources(
             master.transformations, self.graph
         )
         self.epochs: list[dict[str, Any]] = []
@@ -92,6 +100,100 @@ class JobRun:
         """How an epoch's snapshots complete: as planned, or as a savepoint asked late."""
         self.request_at_epoch_end: ControlRequest | None = None
         """A stop or savepoint asked while the current epoch ran, taken at its end."""
+        self.takes_requests = True
+        """False for a bounded job's one epoch: no requests, no status file."""
+
+    # ---- the run ----
+
+    def run_epochs(
+        self,
+        schedule: Schedule,
+        latest: CompletedCheckpoint | None,
+        started: float,
+        new_run: bool,
+    ) -> JobExecutionResult:
+        """From the run's start point (fresh, ``restore_from``, or the job's latest
+        checkpoint), run the epochs ``schedule`` gives until the input ends, a stop, or
+        the schedule has none: each is planned, run, checkpointed, committed, and its
+        request answered. The run's result; a failure is recorded and raised."""
+        start = run_start.starting_point(self, latest, new_run)
+        self.folder.record_running(self.run_id)
+        self.control.expire_requests(self.run_id)  # a new run never acts on an old request
+        restores = plan_restores(start.restore, self.graph) if start.restore else {}
+        position = Position(
+            latest,
+            start.checkpoint_id,
+            dict(start.source_states),
+            restores,
+            finished_in(start.restore),  # fully finished vertices: skipped (FLIP-147)
+        )
+        self.takes_requests = schedule.takes_requests
+        self.epoch_end_savepoint = (
+            self.savepoint_at_epoch_end if self.takes_requests else as_planned
+        )
+        try:
+            schedule.start(position)
+            while (epoch := schedule.next_epoch(position)) is not None:
+                epoch_started = time.monotonic()
+                plan, checkpoint = self._checkpointed(epoch, position)
+                if plan is None or checkpoint is None:  # its savepoint failed: the job goes on
+                    schedule.savepoint_failed(epoch, position)
+                    continue
+                request = epoch.request or self.request_at_epoch_end
+                self.commit_epoch(checkpoint)
+                run_end.record_epoch(self, plan, checkpoint, epoch_started)
+                schedule.epoch_done(epoch)
+                savepoint = self.savepoint_uri(checkpoint)
+                if request is not None:
+                    self.control.answer(
+                        request, savepoint=savepoint, checkpoint_id=checkpoint.checkpoint_id
+                    )
+                if epoch.input_ends or (request is not None and request.action == "stop"):
+                    return run_end.ended(self, checkpoint, started, savepoint, epoch.input_ends)
+                position.checkpoint, position.aborted = checkpoint, []
+                position.checkpoint_id = checkpoint.checkpoint_id + 1
+                position.source_states = {uid: p.state for uid, p in epoch.planned.items()}
+                position.finished = checkpoint.finished_vertices()
+                position.restores = self.restores_after(checkpoint)
+            return run_end.stopped(self, position.checkpoint, started, None)
+        except Exception as failure:
+            error = run_end.failed_run(self, failure)
+            if error is failure:
+                raise
+            raise error from failure
+        finally:
+            self.epoch_end_savepoint = as_planned
+            schedule.close()
+
+    def _checkpointed(
+        self, epoch: Epoch, position: Position
+    ) -> tuple[ExecutionPlan, CompletedCheckpoint] | tuple[None, None]:
+        """The epoch's plan and completed checkpoint: a savepoint if a request asks (or
+        the job's input ends under its ``savepoint_dir``). A savepoint that fails before
+        it completed fails its request, not the job (None); a commit that fails after it
+        completed fails the job."""
+        request = epoch.request
+        savepoint = request is not None or (epoch.input_ends and bool(self.config.savepoint_dir))
+        kind = "savepoint" if savepoint else "checkpoint"
+        barrier = CheckpointBarrier(epoch.checkpoint_id, kind, final=epoch.input_ends)
+        self.request_at_epoch_end = None
+        try:
+            root = self.savepoint_root(epoch.checkpoint_id) if savepoint else None
+            plan = self.plan(
+                barrier,
+                position.restores,
+                position.aborted,
+                epoch.planned,
+                epoch.source_ends,
+                root,
+            )
+            plan.finished_vertices = dict(position.finished)
+            return plan, self.run_epoch(plan, epoch.planned)
+        except Exception as error:
+            if request is None:
+                raise
+            self.control.answer(request, error=f"{type(error).__name__}: {error}")
+            return None, None
 
     # ---- requests ----
 

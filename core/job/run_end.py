@@ -4,6 +4,7 @@ its result, or FAILED / CANCELED with its error, in the job's result store."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.errors import JobCanceled, LeaseLostError
+from flintlock.core.job import signals as job_signals
 from flintlock.core.job.run_log import record_failure
 from flintlock.core.metrics.aggregate import watermarks
 from flintlock.core.plan.execution import ExecutionPlan
@@ -60,7 +62,10 @@ def record_epoch(
 
 
 def write_status(run: JobRun, status: str, checkpoint_id: int, **extra: Any) -> None:
-    """The run's status file (``flintlock status``): status, trigger, epochs so far."""
+    """The run's status file (``flintlock status``): status, trigger, epochs so far; a
+    bounded job's one epoch has none (its result store says it all)."""
+    if not run.takes_requests:
+        return
     run.control.write_status(
         {
             "job_name": run.folder.job_name,
@@ -117,6 +122,17 @@ def stopped(
     run.control.answer_remaining(run.run_id, savepoint=stopped_at, checkpoint_id=checkpoint_id)
     result.savepoint_path = savepoint
     return _with_run_figures(run, result, "STOPPED")
+
+
+def failed_run(run: JobRun, failure: Exception) -> Exception:
+    """A run's failure (JobCanceled if the job was canceled meanwhile), recorded, and
+    every request still waiting answered with it; the error to raise."""
+    error = job_signals.as_canceled(failure)
+    failed(run.master, run.run_id, error)
+    if not isinstance(error, LeaseLostError):  # else the requests are not ours
+        with contextlib.suppress(Exception):  # the run's own error matters more
+            run.control.answer_remaining(run.run_id, error=f"{type(error).__name__}: {error}")
+    return error
 
 
 def failed(master: JobMaster, run_id: str, error: Exception) -> None:

@@ -131,12 +131,13 @@ def run_graph(run: JobRun, counts: SourcePartitionCounts) -> tuple[list[Transfor
     return transformations, build_job_graph(transformations)
 
 
-def unbounded_sources(
+def job_sources(
     transformations: list[Any], graph: JobGraph
-) -> tuple[dict[str, tuple[UnboundedSource, int]], Any]:
-    """Source operator name -> (its unbounded source, its parallelism), and the
-    transformation of a streaming DataFrame source (or None). A job that mixes bounded
-    and unbounded sources, or a streaming DataFrame with other sources, is refused."""
+) -> tuple[dict[str, tuple[UnboundedSource, int]], Any, list[str]]:
+    """Source operator name -> (its unbounded source, its parallelism); the
+    transformation of a streaming DataFrame source (or None); the bounded sources' names.
+    A streaming DataFrame with other sources is refused: its micro-batches are the
+    epochs."""
     parallelism = {
         t.name: v.parallelism for v in graph.vertices.values() for t in v.transformations
     }
@@ -154,16 +155,10 @@ def unbounded_sources(
             streaming.append(t)
         else:
             bounded.append(t.name)
-    if (found or streaming) and bounded:
-        unbounded = sorted([*found, *(t.name for t in streaming)])
-        raise GraphError(
-            f"the job reads bounded source(s) {bounded} beside unbounded {unbounded}: "
-            f"mixing them is not supported yet"
-        )
-    if streaming and (found or len(streaming) > 1):
-        names = sorted([*found, *(t.name for t in streaming)])
+    if streaming and (found or bounded or len(streaming) > 1):
+        names = sorted([*found, *bounded, *(t.name for t in streaming)])
         raise GraphError(
             f"a job with a streaming DataFrame source reads nothing else (its micro-batches "
             f"are the epochs); this one reads {names}"
         )
-    return found, (streaming[0] if streaming else None)
+    return found, (streaming[0] if streaming else None), bounded
