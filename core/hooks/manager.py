@@ -1,4 +1,4 @@
-"""Finds plugins through entry points and builds one small plugin manager per task.
+"""Finds plugins through entry points and gives each task and job its plugin manager.
 
 Entry points (group ``flintlock``) are loaded once per process. A task or job handed
 plugin objects gets a fresh manager from the installed plugins plus those, so nothing
