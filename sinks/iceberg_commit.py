@@ -60,7 +60,7 @@ class IcebergCommitter:
         """The table as this sink's last commit left it (its metadata updated in place by
         pyiceberg), else as the catalog has it now. A table changed by another writer
         since fails the next commit's compare-and-swap, which reloads it: loading it for
-        every commit and abort cost a catalog query and a metadata read each epoch."""
+        every commit and abort would cost a catalog query and a metadata read each epoch."""
         kept = getattr(self, "_kept_table", None)
         return kept if kept is not None else self.load_table()
 

@@ -97,3 +97,38 @@ def test_contributing_refers_only_to_files_in_the_repository() -> None:
     assert len(paths) > 20 and "tests/test_docs.py" in paths  # the check sees the paths
     missing = sorted({path for path in paths if not exists(path)})
     assert missing == [], f"CONTRIBUTING.md names files the repository lacks: {missing}"
+
+
+RESULTS_REFERENCE = re.compile(r'RESULTS\.md`?,?\s+\(?"([^"]+)"')
+CODE_FOLDERS = ("core", "flintlock", "operators", "plugins", "sinks")
+
+
+def results_sections() -> set[str]:
+    """The names bench/RESULTS.md's headings go by: whole, without their closing
+    parenthesis (``Epochs (`bench/epochs.py`)``), or up to a colon (``W4: W1's output``)."""
+    names = set()
+    for line in (ROOT / "bench" / "RESULTS.md").read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip()
+            names |= {title, re.sub(r" \(.*\)$", "", title), title.split(":")[0]}
+    return names
+
+
+def results_references() -> list[tuple[str, str]]:
+    """(file, section) for each ``bench/RESULTS.md, "section"`` that the code and
+    CONTRIBUTING.md name, read across wrapped docstring and comment lines."""
+    files = [ROOT / "CONTRIBUTING.md"]
+    files += [path for folder in CODE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))]
+    found = []
+    for path in files:
+        text = re.sub(r"\s*\n\s*#?\s*", " ", path.read_text())
+        found += [(str(path.relative_to(ROOT)), name) for name in RESULTS_REFERENCE.findall(text)]
+    return found
+
+
+def test_the_code_points_only_to_sections_that_bench_results_has() -> None:
+    references = results_references()
+    assert len(references) > 10  # the check sees the references
+    sections = results_sections()
+    missing = sorted({ref for ref in references if ref[1] not in sections})
+    assert missing == [], f"bench/RESULTS.md has no section of these names: {missing}"

@@ -66,7 +66,7 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
 COMPRESS_FROM_BYTES = 64 * 1024
 """DATA payloads of at least this many bytes travel LZ4-compressed (Arrow IPC's own
 buffer compression, undone by any IPC reader): the source stage's output crosses from
-Python to the JVM and into Spark's shuffle, and less of it cut W2 on Spark by about 5%
+Python to the JVM and into Spark's shuffle, and less of it makes that stage cheaper
 (bench/RESULTS.md, "Issue 23 and W4 on a quiet machine"). Smaller ones (a few rows of a
 low-latency epoch) go as they are."""
 

@@ -110,8 +110,9 @@ class BatchSplitter:
 def _order_by_target(targets: np.ndarray, parallelism: int) -> tuple[np.ndarray, list[int]]:
     """Row indices grouped by target, in row order within each, and the count per target.
 
-    A pass per target for a few targets (10x faster than a sort at 2), else a stable
-    sort of small integers (numpy sorts them by radix)."""
+    A pass per target for a few targets (faster than a sort there: bench/RESULTS.md,
+    "Where the time went"), else a stable sort of small integers (numpy sorts them by
+    radix)."""
     if parallelism <= 8:
         parts = [np.flatnonzero(targets == target) for target in range(parallelism)]
         return np.concatenate(parts), [len(p) for p in parts]

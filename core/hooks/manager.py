@@ -1,4 +1,4 @@
-"""Finds plugins through entry points and builds one small plugin manager per task.
+"""Finds plugins through entry points and gives each task and job its plugin manager.
 
 Entry points (group ``flintlock``) are loaded once per process. A task or job handed
 plugin objects gets a fresh manager from the installed plugins plus those, so nothing
@@ -66,7 +66,8 @@ _installed_hook_options: dict[tuple[int, str], Any] = {}
 class _PluginManager(pluggy.PluginManager):
     """Remembers which attributes of the installed plugins (loaded once per process and
     kept) are hook implementations: each task builds a manager, and scanning every
-    installed plugin's attributes again took 3.4 of its 4 ms."""
+    installed plugin's attributes again was most of its cost (bench/RESULTS.md, "Fixed
+    cost per job and per epoch")."""
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         if id(plugin) not in _installed_ids():
@@ -97,8 +98,9 @@ def build_plugin_manager(
 
 def plugins_for(plugins: Sequence[object]) -> tuple[pluggy.PluginManager, Registry]:
     """The manager and registry of a task or job handed ``plugins``: with none, the
-    process's shared pair over the installed plugins (a task built its own in 3-4 ms on
-    a loaded worker, bench/RESULTS.md "Fixed cost per job"); else a fresh pair."""
+    process's shared pair over the installed plugins (building its own was most of a
+    subtask's start: bench/RESULTS.md, "The 1,000-row job on a new DataFrame"); else a
+    fresh pair."""
     if not plugins:
         return _installed_only(os.environ.get(TRACE_ENV) == "1")
     manager = build_plugin_manager(plugins)

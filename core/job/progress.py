@@ -30,8 +30,9 @@ epoch's figures (a ``LiveProgress`` of your own console too), or None: on when s
 a terminal or ``flintlock run`` asks."""
 
 POLL_SECONDS = 0.5
-"""How often the live display asks Spark how the epoch goes and redraws (a frame costs
-a few ms of the driver's CPU, which the workers share on a small machine)."""
+"""How often the live display asks Spark how the epoch goes and redraws (each frame costs
+the driver CPU, which the workers share on a small machine: bench/RESULTS.md, "W1 with
+progress")."""
 
 
 class PlainProgress:

@@ -24,7 +24,8 @@ PROMETHEUS_FILE = "metrics.prom"
 EPOCH_FILE = re.compile(r"epoch-(\d+)\.json")
 PROMETHEUS_FILE_SECONDS = 1.0
 """The Prometheus file is rewritten at most this often (and at the run's end): short
-epochs back to back would otherwise pay its 3-5 ms each (bench/RESULTS.md "W4")."""
+epochs back to back would otherwise each pay a rewrite (bench/RESULTS.md, "Fixed cost
+per job and per epoch")."""
 
 
 def metrics_options(metrics: bool | None, port: int | None) -> tuple[bool, int | None]:

@@ -24,8 +24,9 @@ _ROWS_MAKERS: dict[tuple[str, ...], RowsMaker] = {}
 
 
 def rows_of(batch: pa.RecordBatch) -> list[dict[str, Any]]:
-    """``batch.to_pylist()``, about twice as fast: numeric columns without nulls go through
-    numpy, and the rows are built by a comprehension generated once per column list."""
+    """``batch.to_pylist()``, faster: numeric columns without nulls go through numpy, and
+    the rows are built by a comprehension generated once per column list (bench/RESULTS.md,
+    "W1")."""
     names = tuple(batch.schema.names)
     make = _ROWS_MAKERS.get(names)
     if make is None:
@@ -37,7 +38,7 @@ def column_values(column: pa.Array) -> list[Any]:
     """A column's values as Python objects, numeric ones without nulls through numpy."""
     kind = column.type
     if column.null_count == 0 and (pat.is_integer(kind) or pat.is_floating(kind)):
-        return column.to_numpy().tolist()  # the same Python ints and floats, 5-10x faster
+        return column.to_numpy().tolist()  # the same Python ints and floats, faster
     return column.to_pylist()
 
 

@@ -1,11 +1,14 @@
-"""How per-record operators emit and chain: rows their functions collect become one batch
-per step (an input batch, a pass of timers) and a last one at finish; where the next
-operator of the chain works per record too, the rows go to it as they are
-(``RowsOutput``), and a run of such operators is one generated loop per batch
-(``FusedRows``): each record's dict is built from the batch's columns and goes through
-every function of the run before the next record's (as Flink's chained operators pass
-records), with no list, Collector or Arrow batch between the functions. A run ends at a
-``process`` (its collector flushes once per batch) or at its last map / flat_map."""
+"""How per-record operators emit and chain, so that records pass between chained
+per-record functions without an Arrow batch between each two.
+
+Rows the functions collect become one batch per step (an input batch, a pass of timers)
+and a last one at finish; where the next operator of the chain works per record too, the
+rows go to it as they are (``RowsOutput``), and a run of such operators is one generated
+loop per batch (``FusedRows``): each record's dict is built from the batch's columns and
+goes through every function of the run before the next record's (as Flink's chained
+operators pass records), with no list, Collector or Arrow batch between the functions. A
+run ends at a ``process`` (its collector flushes once per batch) or at its last map /
+flat_map."""
 
 from __future__ import annotations
 

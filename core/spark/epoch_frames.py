@@ -1,19 +1,21 @@
-"""The DataFrame of a run's epochs, built once per run layout and reused by every epoch.
+"""The DataFrame of a run's epochs, built once per run layout and reused by every epoch:
+building an epoch's stages through py4j (sources, ``mapInArrow`` per stage, exchanges)
+would otherwise be most of an epoch's driver work (bench/RESULTS.md, "Epochs").
 
-Building an epoch's stages through py4j (sources, ``mapInArrow`` per stage, exchanges,
-the acknowledgement stage) cost 55-90 ms per epoch. The stages differ between epochs of
-a run only in the plan's per-epoch part (barrier, restores, source splits), so the frame
-is built once; each epoch runs a fresh query over its logical plan (a new physical plan,
-so no shuffle output of an earlier epoch is reused; a frame without exchanges runs as it
-is) and hands its per-epoch part to the tasks as a Spark local property, which Spark
-sends with each task of the epoch's job (``core/spark/run_settings.py``).
+The stages differ between epochs of a run only in the plan's per-epoch part (barrier,
+restores, source splits), so the frame is built once; each epoch runs a fresh query over
+its logical plan (a new physical plan, so no shuffle output of an earlier epoch is
+reused; a frame without exchanges runs as it is) and hands its per-epoch part to the
+tasks as a Spark local property, which Spark sends with each task of the epoch's job
+(``core/spark/run_settings.py``).
 
 The stages themselves are shared between jobs of the process that read the same source
 DataFrames in the same stage widths: their functions hold no plan, and each epoch's
 local property carries the run's layout too. A job then pays neither ``mapInArrow``'s
-py4j calls nor pickling its plan into them (12-13 ms a job, bench/RESULTS.md); each run
-still plans a new query over the shared stages, under the settings of the moment (a
-query is planned once: a kept one would run a stale plan). A layout whose encoded plan
+py4j calls nor pickling its plan into them (bench/RESULTS.md, "The 1,000-row job with
+shared stages and a frozen worker heap"); each run still plans a new query over the
+shared stages, under the settings of the moment (a query is planned once: a kept one
+would run a stale plan). A layout whose encoded plan
 is over ``SHARED_LAYOUT_LIMIT`` keeps its plan in its own stages' functions instead,
 which Spark ships once per stage rather than with every task.
 """
@@ -92,6 +94,6 @@ def build_epoch_frame(
     and a stage per layer after an exact exchange; they read the epoch's part of the
     plan from ``EPOCH_PROPERTY`` (``epoch_from_task``), else from ``plan``. The epoch's
     action collects the last stage's output, which is only acknowledgements and reports
-    (``JobMaster`` checks): a separate gathering stage cost a shuffle and a Python task
-    per epoch (~80 ms under load, bench/RESULTS.md)."""
+    (``JobMaster`` checks): a separate gathering stage would cost a shuffle and a Python
+    task per epoch (bench/RESULTS.md, "W4 after the per-epoch cuts")."""
     return build_stages(spark, *stage_sources(plan), plan, epoch_from_task)

@@ -1,12 +1,13 @@
-"""Python workers kept alive across long pauses between epochs.
+"""Python workers kept alive across long pauses between epochs, so that the epoch after a
+pause does not wait for new ones.
 
 Spark stops a Python worker that has been idle for a minute (``PythonWorkerFactory``'s
 ``IDLE_WORKER_TIMEOUT_NS``, which no setting changes), and the next task pays a new one:
-its imports of pyarrow and flintlock, about a second (issue 23: an epoch of 1.84 s took
-2.86 s after a 90 s pause). While a run waits for its next epoch, the driver runs a tiny
-Python stage every ``KEEP_ALIVE_SECONDS`` (``FLINTLOCK_KEEP_ALIVE_SECONDS``; 0 turns it
-off): one task per core, held together for a moment so that each idle worker serves one
-and its idle clock starts again.
+its imports of pyarrow and flintlock again (bench/RESULTS.md, "Python workers across long
+pauses"). While a run waits for its next epoch, the driver runs a tiny Python stage every
+``KEEP_ALIVE_SECONDS`` (``FLINTLOCK_KEEP_ALIVE_SECONDS``; 0 turns it off): one task per
+core, held together for a moment so that each idle worker serves one and its idle clock
+starts again.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ group, description, epoch property and task output folder, saved once when the r
 starts and put back when it ends. A job group the caller set is kept (its cancel must
 reach the epochs): the epoch is then a job tag.
 
-Saving and restoring them around every epoch cost twelve py4j calls per epoch (about
-7 ms on this machine, bench/RESULTS.md "W4"); inside a run an epoch sets only what
-changes: its job group and description, and its part of the plan (two calls).
+Saving and restoring them around every epoch would cost many py4j calls per epoch
+(bench/RESULTS.md, "Fixed cost per job and per epoch"); inside a run an epoch sets only
+what changes: its job group and description, and its part of the plan (two calls).
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def _check_same_master(wanted: str | None, running: str | None, where: str) -> N
 
 JAVA_OPTIONS_ENV = "FLINTLOCK_DRIVER_JAVA_OPTIONS"
 """JVM options the embedded session's driver starts with, after flintlock's quiet log
-setting (e.g. ``-XX:TieredStopAtLevel=1``: short jobs start on a third less CPU)."""
+setting (e.g. ``-XX:TieredStopAtLevel=1``: short jobs start on less CPU)."""
 
 
 def driver_java_options() -> str:

@@ -1,9 +1,9 @@
 """How many subtasks a DataFrame source runs: its frame's partitions, counted once per run
 under the run's settings, or taken from the run's own query.
 
-Counting plans the frame (10-35 ms on this machine, bench/RESULTS.md "Fixed cost per
-job"), and the epoch's action then plans it again inside the job's query. Two ways keep
-that off a job's path:
+Counting plans the frame, and the epoch's action then plans it again inside the job's
+query (bench/RESULTS.md, "The 1,000-row job planned once"). Two ways keep that off a
+job's path:
 
 - a run whose source stage is its only stage, over its only DataFrame source, starts
   from a count and checks it in the epoch's own query, which the action then runs with
@@ -48,7 +48,7 @@ def partition_count(frame: DataFrame) -> int | None:
         return None
     with adaptive_execution_off(frame.sparkSession):
         # a new query (planned under the job's settings) in one py4j call: an alias
-        # changes no partitioning; ``select("*")`` took nine calls
+        # changes no partitioning, and takes fewer calls than ``select("*")``
         planned = frame._jdf.alias("flintlock_source")
         count = int(planned.queryExecution().toRdd().getNumPartitions())
     _counted[frame] = count

@@ -100,7 +100,7 @@ class StageFunction:
             if reader is None:
                 # A source subtask may leave its partition unread (a sequence source on
                 # spark.range); PySpark reuses a worker only whose task read its input to
-                # the end, and a new worker per task made every epoch ~4x slower.
+                # the end, and a new worker per task is slow (bench/RESULTS.md, "Epochs").
                 for _ in batches:
                     pass
         except LifecycleError as error:
@@ -261,12 +261,12 @@ def freeze_long_lived_objects() -> None:
 
     A reused PySpark worker runs a full ``gc.collect()`` after each task (``daemon.py``);
     with pyarrow, PySpark and flintlock imported that scans a few hundred thousand
-    objects, 35-40 ms of CPU per task here, on 2 cores beside the JVM feeding the next
-    task (bench/RESULTS.md, "The 1,000-row job with shared stages and a frozen worker
-    heap"). Frozen, the modules and their functions (alive as long as the process) are
-    no longer scanned. Frozen objects are still freed when their count of references
-    drops to zero; only cycles among them, which the first task's own objects alone
-    could form, are never collected."""
+    objects per task, on cores shared with the JVM feeding the next task
+    (bench/RESULTS.md, "The 1,000-row job with shared stages and a frozen worker heap").
+    Frozen, the modules and their functions (alive as long as the process) are no longer
+    scanned. Frozen objects are still freed when their count of references drops to
+    zero; only cycles among them, which the first task's own objects alone could form,
+    are never collected."""
     global _frozen
     if _frozen:
         return

@@ -3,10 +3,10 @@ share (``core/spark/epoch_frames.py``).
 
 Shared stages hold no plan: their functions read it from the epoch's local property, so
 jobs that read the same source DataFrames in the same stage widths run the same stages.
-They are kept per process, the most recently used first; building them ahead on a helper
-thread while the driver took the job's lease gained nothing (the driver reached them
-first, and the threads share the GIL: bench/RESULTS.md, "The 1,000-row job on a new
-DataFrame").
+They are kept per process, the most recently used first, and built where a job first
+asks for them: building them ahead on a helper thread while the driver takes the job's
+lease gains nothing (the driver reaches them first, and the threads share the GIL:
+bench/RESULTS.md, "The 1,000-row job on a new DataFrame").
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ DataFrames."""
 @functools.cache
 def message_type() -> Any:
     """The stages' output type as a StructType, parsed once per process: handed the DDL
-    string, each ``mapInArrow`` call parsed it again through py4j (17 ms a stage against
-    8 ms, bench/RESULTS.md "Fixed cost per job")."""
+    string, each ``mapInArrow`` call would parse it again through py4j (bench/RESULTS.md,
+    "Fixed cost per job and per epoch")."""
     from pyspark.sql.types import _parse_datatype_string
 
     return _parse_datatype_string(MESSAGE_DDL)

@@ -95,5 +95,6 @@ class TaskOutputRelay:
 
     def close(self) -> None:
         """Remove the folder (the run's settings put the property back), off the job's
-        path: removing it took 8 ms of a 1,000-row job here (ext4 mounted with discard)."""
+        path: a folder's removal can be slow (bench/RESULTS.md, "The 1,000-row job planned
+        once")."""
         helper_thread("folder-removal").submit(shutil.rmtree, self.folder, ignore_errors=True)

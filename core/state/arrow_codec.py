@@ -49,8 +49,9 @@ _BINARY_LIMIT = 2**31 - 1
 
 def _joined_binary(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
     """A binary array built from one joined buffer and an offsets array, with no builder
-    growing by doubling (three times faster on fresh memory); None if a value is not
-    bytes-like (e.g. None) or the values overflow ``binary``: ``pa.array`` then decides."""
+    growing by doubling (slow on fresh memory: bench/RESULTS.md, "Snapshot and restore of
+    keyed state"); None if a value is not bytes-like (e.g. None) or the values overflow
+    ``binary``: ``pa.array`` then decides."""
     try:
         data = b"".join(values)
     except TypeError:
