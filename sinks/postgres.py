@@ -28,7 +28,6 @@ import pyarrow as pa
 
 from flintlock.plugin_api import (
     CommitContext,
-    CommittableError,
     OutputCheckContext,
     SinkOutputError,
     SinkWriterContext,
@@ -36,6 +35,7 @@ from flintlock.plugin_api import (
     hookimpl,
 )
 from flintlock.sinks import postgres_prepared as pgprep
+from flintlock.sinks import postgres_publish as publish
 from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.postgres_sql import psycopg, sql
 
@@ -340,15 +340,14 @@ class PostgresSink(TwoPhaseCommitSink):
             if self.mode == "overwrite":
                 pgsql.insert_marker(
                     connection, self.markers_table, context.job_id, context.sink_uid,
-                    context.checkpoint_id, -1, context.run_id, 0, self._overwrite_gid(context), 0,
+                    context.checkpoint_id, -1, context.run_id, 0, publish.overwrite_gid(context), 0,
                 )  # fmt: skip
 
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        """Publish the checkpoint in ONE transaction, so a reader sees all of its rows or
-        none: each acknowledged attempt's staged rows into the table, its bookkeeping row,
-        its staging table dropped. A repeated commit finds the bookkeeping rows. Prepared
-        transactions (``visibility="subtask"``) are committed after it, one by one: the
-        transaction's overwrite deletes none of their rows."""
+        """Publish the checkpoint in ONE transaction (postgres_publish.py), so a reader
+        sees all of its rows or none; a repeated commit finds the bookkeeping rows.
+        Prepared transactions (``visibility="subtask"``) are committed after it, one by
+        one, so that its overwrite deletes none of their rows."""
         if not committables and self.mode != "overwrite":
             return
         with self._connect(self._committer_who(context)) as connection:
@@ -356,29 +355,8 @@ class PostgresSink(TwoPhaseCommitSink):
             gids = {committable["gid"] for committable in committables}
             ready = {x.gtrid: x for x in pgsql.prepared(connection, prefix) if x.gtrid in gids}
             with connection.transaction():
-                connection.execute(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
-                )
-                done = self._bookkept(connection, sorted(gids - set(ready)))
-                todo = sorted(
-                    (c for c in committables if c["gid"] not in done | set(ready)),
-                    key=lambda c: c["subtask"],
-                )
-                stages = pgsql.staged(connection, prefix) if todo else {}
-                self._check_staged(context, todo, stages)  # everything, before any write
-                if self.mode == "overwrite":
-                    self._overwrite_once(connection, context)
-                for committable in todo:
-                    self._publish(connection, context, committable, stages[committable["gid"]])
-                pgsql.drop_stages(connection, [stages[c["gid"]] for c in todo])
-                # commits run in checkpoint order: the earlier checkpoints' rows are done with
-                connection.execute(
-                    sql.SQL(
-                        "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND "
-                        "checkpoint_id < %s AND subtask >= 0"
-                    ).format(pgsql.table_name(self.markers_table)),
-                    [context.job_id or "local", context.sink_uid, context.checkpoint_id],
-                )
+                staged = [c for c in committables if c["gid"] not in ready]
+                publish.publish(self, connection, context, staged)
             for committable in sorted(committables, key=lambda c: c["subtask"]):
                 if committable["gid"] in ready:  # its bookkeeping row commits with it
                     self._commit_prepared(connection, ready[committable["gid"]])
@@ -387,92 +365,12 @@ class PostgresSink(TwoPhaseCommitSink):
         """COMMIT PREPARED one subtask's transaction: its rows become visible."""
         connection.tpc_commit(xid)
 
-    def _publish(
-        self, connection: Any, context: CommitContext, committable: Any, stage: str
-    ) -> None:
-        """One attempt's staged rows into the table (upsert: the last row of a key wins),
-        with its bookkeeping row; inside the commit's transaction."""
-        names = [name for name in pgsql.columns_of(connection, stage) if name != "_flintlock_seq"]
-        if self.write_mode == "upsert":
-            connection.execute(pgsql.upsert_statement(self.table, stage, names, self.key_columns))
-        else:
-            columns = sql.SQL(", ").join(map(sql.Identifier, names))
-            moved = connection.execute(
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
-                    pgsql.table_name(self.table), columns, columns, pgsql.table_name(stage)
-                )
-            ).rowcount
-            if moved != committable["rows"]:
-                raise CommittableError(
-                    f"the staging table {stage} of transaction {committable['gid']} (subtask "
-                    f"{committable['subtask']}) holds {moved} rows, its subtask wrote "
-                    f"{committable['rows']}: changed by hand or by another program. Checkpoint "
-                    f"{context.checkpoint_id} of job '{context.job_name}' is not committed"
-                )
-        pgsql.insert_marker(
-            connection, self.markers_table, context.job_id, context.sink_uid,
-            context.checkpoint_id, committable["subtask"], context.run_id,
-            committable["attempt"], committable["gid"], committable["rows"],
-        )  # fmt: skip
-
-    def _bookkept(self, connection: Any, gids: list[str]) -> set[str]:
-        """The transactions among ``gids`` that have their bookkeeping row: committed."""
-        return {
-            gid
-            for (gid,) in connection.execute(
-                sql.SQL("SELECT gid FROM {} WHERE gid = ANY(%s)").format(
-                    pgsql.table_name(self.markers_table)
-                ),
-                [sorted(gids)],
-            )
-        }
-
-    def _check_staged(
-        self, context: CommitContext, committables: list[Any], stages: dict[str, str]
-    ) -> None:
-        """Committables neither committed nor prepared: each must have its staging table."""
-        for committable in committables:
-            gid = committable["gid"]
-            if gid not in stages:
-                kind, gone = (
-                    ("prepared transaction", "rolled back")
-                    if committable.get("prepared")
-                    else ("staged rows of transaction", "dropped")
-                )
-                raise CommittableError(
-                    f"the {kind} {gid} of subtask {committable['subtask']} "
-                    f"({committable['rows']} rows for table {self.table}) is gone and was "
-                    f"never committed (not there, no row in {self.markers_table}): "
-                    f"{gone} by hand or by another program; its rows are lost for good. "
-                    f"Checkpoint {context.checkpoint_id} of job '{context.job_name}' cannot be "
-                    f"committed whole and starting again will not change that: run the job "
-                    f"anew (execute('{context.job_name}', new_run=True) or `flintlock run "
-                    f"--new-run`)"
-                )
-
-    def _overwrite_gid(self, context: CommitContext) -> str:
-        return f"{pgsql.gid_prefix(context.job_id, context.sink_uid)}overwrite:{context.run_id}"
-
-    def _overwrite_once(self, connection: Any, context: CommitContext) -> None:
-        """mode='overwrite': at a new run's first commit, delete the rows it did not write —
-        once: its bookkeeping row (made by prepare_output) is marked done in the same
-        transaction, so a repeated commit, or a later run that only continues the job,
-        deletes nothing. Inside the commit's transaction: no reader sees the table empty."""
-        with connection.transaction():
-            claimed = connection.execute(
-                sql.SQL(
-                    "UPDATE {} SET row_count = 1 WHERE gid = %s AND row_count = 0 RETURNING gid"
-                ).format(pgsql.table_name(self.markers_table)),
-                [self._overwrite_gid(context)],
-            ).fetchone()
-            if claimed is not None:
-                connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
-
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """At every start and after every commit: drop this job's staging tables that no
         completed checkpoint references (``keep``): failed attempts, epochs that never
-        completed. Transactions prepared by an earlier flintlock are committed when
-        ``keep`` references them, else rolled back, so none holds its locks for ever."""
+        completed. Prepared transactions (``visibility="subtask"``, or an earlier
+        flintlock's) are committed when ``keep`` references them, else rolled back, so
+        none holds its locks for ever."""
         kept = {committable["gid"] for committable in keep}
         with self._connect(self._committer_who(context), check_table=True) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
