@@ -67,13 +67,13 @@ class PostgresSink(TwoPhaseCommitSink):
     is created from the rows' Arrow schema (keys as primary key), an existing one checked
     against it: on the driver before Spark starts when the stream's schema is known
     (``schema``, else the stream's), as is the server's reachability; ``schema`` also has
-    the driver create a missing table then. Readers see whole checkpoints only: the
-    driver publishes each in one transaction. ``mode``: ``"append"`` (default: a table is
-    long-lived, shared output that runs and other writers add to, and the bookkeeping
-    table already keeps each row once across retries and restarts), ``"error"`` refuses
-    a new run when the table holds rows, ``"overwrite"`` (insert only) deletes the
-    table's rows in the transaction of the run's first checkpoint (a reader never sees
-    the table empty). ``visibility="subtask"`` (the server must allow prepared
+    the driver create a missing table then. Readers see whole checkpoints only (by
+    default): the driver publishes each in one transaction. ``mode``: ``"append"``
+    (default: a table is long-lived, shared output that runs and other writers add to,
+    and the bookkeeping table already keeps each row once across retries and restarts),
+    ``"error"`` refuses a new run when the table holds rows, ``"overwrite"`` (insert
+    only) deletes the table's rows in the transaction of the run's first checkpoint (a
+    reader never sees the table empty). ``visibility="subtask"`` (the server must allow prepared
     transactions) writes the rows once, straight into the table, and the driver commits
     each subtask's transaction on its own: faster, but a reader may see part of a
     checkpoint (and, with ``"overwrite"``, the table empty), and two subtasks writing one
