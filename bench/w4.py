@@ -5,7 +5,9 @@ The rows: W1's map and filter (key, value*2 where key is even) over ``--rows`` i
 half of which pass, so 10M ids give 5M output rows. flintlock reads the ids as an
 unbounded sequence, ``2 * --per-checkpoint`` per epoch (available-now: one checkpoint and
 one commit per 1M output rows), and writes through FileSink, DeltaSink, IcebergSink and
-PostgresSink (parallelism 2). The baselines write the same rows in the same run:
+PostgresSink (parallelism 2; PostgresSink also with ``visibility="subtask"``, the opt-in
+per-subtask commit that writes the rows once). The baselines write the same rows in the
+same run:
 
 - ``parquet``: Spark computes them and writes them, ``df.write.parquet`` (parallelism 2);
 - ``delta`` / ``iceberg`` / ``postgres``: Spark computes them (``toArrow``), then the
@@ -92,7 +94,7 @@ class Targets:
     def fresh(self, name: str) -> str:
         return f"{self.scratch}/{name}-{uuid.uuid4().hex[:8]}"
 
-    def sink(self, system: str) -> Any:
+    def sink(self, system: str, visibility: str = "checkpoint") -> Any:
         if system == "files":
             from flintlock.sinks.files import FileSink
 
@@ -107,7 +109,8 @@ class Targets:
             return IcebergSink(f"w4.t{uuid.uuid4().hex[:8]}", warehouse=f"{self.scratch}/warehouse")
         from flintlock.sinks.postgres import PostgresSink
 
-        return PostgresSink(self.conninfo(), f"w4_{uuid.uuid4().hex[:8]}", schema=SCHEMA)
+        table = f"w4_{uuid.uuid4().hex[:8]}"
+        return PostgresSink(self.conninfo(), table, schema=SCHEMA, visibility=visibility)
 
     def read_back(self, system: str, sink: Any) -> pa.Table:
         """What flintlock wrote through ``sink``, read by the system's own reader."""
@@ -195,10 +198,18 @@ def main() -> None:
     output_rows = in_memory.num_rows
     systems = args.sinks.split(",")
     variants: dict[str, Callable[[], Any]] = {}
+
+    def subtask_sink() -> Any:
+        return targets.sink("postgres", visibility="subtask")
+
     for system in systems:
         variants[f"{system}: flintlock sink"] = lambda s=system: flintlock_run(
             spark, args.rows, args.per_checkpoint, targets.sink(s), targets.fresh("chk")
         )
+        if system == "postgres":  # the opt-in per-subtask visibility: the rows written once
+            variants["postgres: visibility=subtask"] = lambda: flintlock_run(
+                spark, args.rows, args.per_checkpoint, subtask_sink(), targets.fresh("chk")
+            )
         if system == "files":
             variants["files: baseline"] = lambda: output_frame(spark, args.rows).write.parquet(
                 targets.fresh("spark-parquet")
@@ -211,10 +222,12 @@ def main() -> None:
     try:
         for work in variants.values():  # warm-up: JIT, Python workers, imports
             work()
-        for system in systems:  # what the sinks wrote equals the rows, by the system's reader
-            sink = targets.sink(system)
+        checked = [(s, s, targets.sink(s)) for s in systems]
+        if "postgres" in systems:
+            checked.append(("postgres per subtask", "postgres", subtask_sink()))
+        for label, system, sink in checked:  # the rows, read back by the system's reader
             epochs = flintlock_run(spark, args.rows, args.per_checkpoint, sink, targets.fresh("c"))
-            check(targets.read_back(system, sink), in_memory, f"{system} ({epochs} epochs)")
+            check(targets.read_back(system, sink), in_memory, f"{label} ({epochs} epochs)")
         started = time.perf_counter()
         figures = timed(args.runs, variants)
         print(

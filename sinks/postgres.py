@@ -11,8 +11,10 @@ tables are dropped; a reader sees all of a checkpoint or none of it, and a repea
 commit finds the bookkeeping rows and does nothing (a committable with neither staging
 table nor bookkeeping row is lost data, an error). Every start, and the end of every
 commit, drops this job's staging tables that no completed checkpoint references (failed
-attempts, epochs that never completed). Transactions prepared by earlier versions
-(PREPARE TRANSACTION, one per subtask) are still committed or rolled back as then.
+attempts, epochs that never completed). ``visibility="subtask"`` trades the whole
+checkpoint for one copy of the rows: each subtask prepares its own transaction on the table
+and the driver commits them one by one (postgres_prepared.py); transactions prepared by
+earlier versions are committed or rolled back the same way.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
+from flintlock import SinkOutputError, TwoPhaseCommitSink, hookimpl
 from flintlock.plugin_api import CommitContext, OutputCheckContext, SinkWriterContext
+from flintlock.sinks import postgres_prepared as pgprep
+from flintlock.sinks import postgres_publish as publish
 from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.postgres_sql import psycopg, sql
 
@@ -42,6 +46,8 @@ class _Transaction:
     schema: pa.Schema | None = None
     stage: str | None = None
     rows: int = 0
+    prepared: bool = False
+    """Per-subtask visibility: the rows go into the table in a transaction to prepare."""
 
 
 class PostgresSink(TwoPhaseCommitSink):
@@ -55,13 +61,17 @@ class PostgresSink(TwoPhaseCommitSink):
     is created from the rows' Arrow schema (keys as primary key), an existing one checked
     against it: on the driver before Spark starts when the stream's schema is known
     (``schema``, else the stream's), as is the server's reachability; ``schema`` also has
-    the driver create a missing table then. Readers see whole checkpoints only: the
-    driver publishes each in one transaction. ``mode``: ``"append"`` (default: a table is
-    long-lived, shared output that runs and other writers add to, and the bookkeeping
-    table already keeps each row once across retries and restarts), ``"error"`` refuses
-    a new run when the table holds rows, ``"overwrite"`` (insert only) deletes the
-    table's rows in the transaction of the run's first checkpoint (a reader never sees
-    the table empty).
+    the driver create a missing table then. Readers see whole checkpoints only (by
+    default): the driver publishes each in one transaction. ``mode``: ``"append"``
+    (default: a table is long-lived, shared output that runs and other writers add to,
+    and the bookkeeping table already keeps each row once across retries and restarts),
+    ``"error"`` refuses a new run when the table holds rows, ``"overwrite"`` (insert
+    only) deletes the table's rows in the transaction of the run's first checkpoint (a
+    reader never sees the table empty). ``visibility="subtask"`` (the server must allow prepared
+    transactions) writes the rows once, straight into the table, and the driver commits
+    each subtask's transaction on its own: faster, but a reader may see part of a
+    checkpoint (and, with ``"overwrite"``, the table empty), and two subtasks writing one
+    key wait on each other's row lock until ``lock_timeout``.
     """
 
     name = "postgres"
@@ -77,11 +87,16 @@ class PostgresSink(TwoPhaseCommitSink):
         schema: pa.Schema | None = None,
         markers_table: str = "flintlock_commits",
         lock_timeout: str = "60s",
+        visibility: str = "checkpoint",
     ) -> None:
         if write not in WRITES:
             raise SinkOutputError(f"PostgresSink write={write!r} is not one of {WRITES}")
         if mode not in MODES:
             raise SinkOutputError(f"PostgresSink mode={mode!r} is not one of {MODES}")
+        if visibility not in pgprep.VISIBILITIES:
+            raise SinkOutputError(
+                f"PostgresSink visibility={visibility!r} is not one of {pgprep.VISIBILITIES}"
+            )
         if (write == "upsert") != bool(key_columns):
             raise SinkOutputError(
                 "PostgresSink: write='upsert' needs key_columns, and only upsert takes them"
@@ -106,6 +121,7 @@ class PostgresSink(TwoPhaseCommitSink):
         self.schema = schema
         self.markers_table = markers_table
         self.lock_timeout = lock_timeout
+        self.visibility = visibility
 
     # ---- writer side (tasks) ----
 
@@ -116,11 +132,15 @@ class PostgresSink(TwoPhaseCommitSink):
             task.attempt_id,
         )  # fmt: skip
         who = self._who(context.sink_uid, task.job_name, checkpoint_id, gid)
-        connection = pgsql.connect(self.conninfo, False, who)
+        per_subtask = self.visibility == "subtask"
+        connection = pgsql.connect(self.conninfo, per_subtask, who)
+        if per_subtask:
+            same = pgsql.gid_prefix(task.job_id, context.sink_uid)
+            pgprep.begin(connection, gid, f"{same}{checkpoint_id}:{task.subtask_index}:")
         connection.execute(
             sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
         )
-        return _Transaction(connection, gid, context, checkpoint_id)
+        return _Transaction(connection, gid, context, checkpoint_id, prepared=per_subtask)
 
     def write(self, transaction: _Transaction, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -144,7 +164,8 @@ class PostgresSink(TwoPhaseCommitSink):
         transaction.rows += batch.num_rows
 
     def _start_writing(self, transaction: _Transaction, schema: pa.Schema) -> None:
-        """At the first rows: the table made or checked; the staging table made."""
+        """At the first rows: the table made or checked; the staging table made (per
+        subtask, only an upsert's, dropped in the same transaction)."""
         who = self._writer_who(transaction)
         if self.schema is not None and schema != self.schema:
             raise SinkOutputError(
@@ -160,6 +181,8 @@ class PostgresSink(TwoPhaseCommitSink):
                 pgsql.ensure_markers_table(side, self.markers_table)
                 pgsql.create_or_check_table(side, self.table, schema, self.key_columns, who)
         transaction.schema = schema
+        if transaction.prepared and self.write_mode == "insert":
+            return  # COPY straight into the table
         transaction.stage = pgsql.stage_table(self.table, transaction.gid)
         pgsql.create_stage(
             connection, transaction.stage, self.table, schema.names, transaction.gid,
@@ -167,29 +190,52 @@ class PostgresSink(TwoPhaseCommitSink):
         )  # fmt: skip
 
     def pre_commit(self, transaction: _Transaction) -> list[Any]:
-        """Commit the staging table: durable, invisible to the target table's readers."""
+        """Commit the staging table: durable, invisible to the target table's readers (per
+        subtask: prepare the transaction on the table, with its bookkeeping row)."""
         connection, task = transaction.connection, transaction.context.task
         if transaction.rows == 0:  # nothing to commit: no staging table either
             connection.close()  # rolls the open transaction back
             return []
+        step = "PREPARE TRANSACTION" if transaction.prepared else "COMMIT of the staged rows"
         try:
-            connection.commit()
+            if transaction.prepared:
+                self._prepare(transaction)
+            else:
+                connection.commit()
         except psycopg.Error as error:
-            raise self._failed(transaction, "COMMIT of the staged rows", error) from error
-        connection.close()
-        return [
-            {
-                "gid": transaction.gid,
-                "subtask": task.subtask_index,
-                "attempt": task.attempt_id,
-                "rows": transaction.rows,
-            }
-        ]
+            raise self._failed(transaction, step, error) from error
+        connection.close()  # a prepared transaction lives on without its connection
+        committable = {
+            "gid": transaction.gid,
+            "subtask": task.subtask_index,
+            "attempt": task.attempt_id,
+            "rows": transaction.rows,
+        }
+        return [{**committable, "prepared": True} if transaction.prepared else committable]
+
+    def _prepare(self, transaction: _Transaction) -> None:
+        """Per subtask: an upsert's staged rows into the table, the bookkeeping row, PREPARE."""
+        connection, task = transaction.connection, transaction.context.task
+        if transaction.stage is not None:
+            names = transaction.schema.names
+            connection.execute(
+                pgsql.upsert_statement(self.table, transaction.stage, names, self.key_columns)
+            )
+            pgsql.drop_stages(connection, [transaction.stage])
+        pgsql.insert_marker(
+            connection, self.markers_table, task.job_id, transaction.context.sink_uid,
+            transaction.checkpoint_id, task.subtask_index, task.run_id, task.attempt_id,
+            transaction.gid, transaction.rows,
+        )  # fmt: skip
+        connection.tpc_prepare()
 
     def abort(self, transaction: _Transaction) -> None:
         connection = transaction.connection
         if not connection.closed:
             connection.close()  # an open transaction is rolled back with its connection
+            return
+        if transaction.prepared:
+            pgprep.roll_back(self.conninfo, transaction.gid, self._writer_who(transaction))
             return
         if transaction.stage is None:  # no rows: nothing was staged
             return
@@ -197,8 +243,14 @@ class PostgresSink(TwoPhaseCommitSink):
             pgsql.drop_stages(fresh, [transaction.stage])
 
     def _failed(self, transaction: _Transaction, step: str, error: Exception) -> Exception:
-        hint = ""
-        if isinstance(error, psycopg.errors.LockNotAvailable):  # staging reads the table's shape
+        hint = pgprep.hint(error)
+        if isinstance(error, psycopg.errors.LockNotAvailable) and transaction.prepared:
+            hint = (
+                f": another transaction held a lock for lock_timeout={self.lock_timeout} — "
+                f"another subtask's prepared transaction writing the same key? Route each "
+                f"key to one subtask (key_by the key columns)"
+            )
+        elif isinstance(error, psycopg.errors.LockNotAvailable):  # staging reads the shape
             hint = (
                 f": another transaction held a lock on table {self.table} for "
                 f"lock_timeout={self.lock_timeout} (LOCK TABLE, ALTER TABLE or TRUNCATE by "
@@ -252,6 +304,8 @@ class PostgresSink(TwoPhaseCommitSink):
         if stream is not None:
             pgsql.check_stream(stream, self.key_columns, who)
         with self._connect(who, check_table=True) as connection:
+            if self.visibility == "subtask":
+                pgprep.require_enabled(connection, who)
             if (
                 self.schema is None
                 and stream is not None
@@ -280,132 +334,37 @@ class PostgresSink(TwoPhaseCommitSink):
             if self.mode == "overwrite":
                 pgsql.insert_marker(
                     connection, self.markers_table, context.job_id, context.sink_uid,
-                    context.checkpoint_id, -1, context.run_id, 0, self._overwrite_gid(context), 0,
+                    context.checkpoint_id, -1, context.run_id, 0, publish.overwrite_gid(context), 0,
                 )  # fmt: skip
 
     def commit(self, context: CommitContext, committables: list[Any]) -> None:
-        """Publish the checkpoint in ONE transaction, so a reader sees all of its rows or
-        none: each acknowledged attempt's staged rows into the table, its bookkeeping row,
-        its staging table dropped. A repeated commit finds the bookkeeping rows."""
+        """Publish the checkpoint in ONE transaction (postgres_publish.py), so a reader
+        sees all of its rows or none; a repeated commit finds the bookkeeping rows.
+        Prepared transactions (``visibility="subtask"``) are committed after it, one by
+        one, so that its overwrite deletes none of their rows."""
         if not committables and self.mode != "overwrite":
             return
         with self._connect(self._committer_who(context)) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)
-            self._commit_prepared(connection, prefix, committables)
+            gids = {committable["gid"] for committable in committables}
+            ready = {x.gtrid: x for x in pgsql.prepared(connection, prefix) if x.gtrid in gids}
             with connection.transaction():
-                connection.execute(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout))
-                )
-                done = self._bookkept(connection, [c["gid"] for c in committables])
-                todo = sorted(
-                    (c for c in committables if c["gid"] not in done), key=lambda c: c["subtask"]
-                )
-                stages = pgsql.staged(connection, prefix)
-                self._check_staged(context, todo, stages)  # everything, before any write
-                if self.mode == "overwrite":
-                    self._overwrite_once(connection, context)
-                for committable in todo:
-                    self._publish(connection, context, committable, stages[committable["gid"]])
-                pgsql.drop_stages(connection, [stages[c["gid"]] for c in todo])
-                # commits run in checkpoint order: the earlier checkpoints' rows are done with
-                connection.execute(
-                    sql.SQL(
-                        "DELETE FROM {} WHERE job_id = %s AND sink_uid = %s AND "
-                        "checkpoint_id < %s AND subtask >= 0"
-                    ).format(pgsql.table_name(self.markers_table)),
-                    [context.job_id or "local", context.sink_uid, context.checkpoint_id],
-                )
+                staged = [c for c in committables if c["gid"] not in ready]
+                publish.publish(self, connection, context, staged)
+            for committable in sorted(committables, key=lambda c: c["subtask"]):
+                if committable["gid"] in ready:  # its bookkeeping row commits with it
+                    self._commit_prepared(connection, ready[committable["gid"]])
 
-    def _publish(
-        self, connection: Any, context: CommitContext, committable: Any, stage: str
-    ) -> None:
-        """One attempt's staged rows into the table (upsert: the last row of a key wins),
-        with its bookkeeping row; inside the commit's transaction."""
-        names = [name for name in pgsql.columns_of(connection, stage) if name != "_flintlock_seq"]
-        if self.write_mode == "upsert":
-            connection.execute(pgsql.upsert_statement(self.table, stage, names, self.key_columns))
-        else:
-            columns = sql.SQL(", ").join(map(sql.Identifier, names))
-            moved = connection.execute(
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
-                    pgsql.table_name(self.table), columns, columns, pgsql.table_name(stage)
-                )
-            ).rowcount
-            if moved != committable["rows"]:
-                raise CommittableError(
-                    f"the staging table {stage} of transaction {committable['gid']} (subtask "
-                    f"{committable['subtask']}) holds {moved} rows, its subtask wrote "
-                    f"{committable['rows']}: changed by hand or by another program. Checkpoint "
-                    f"{context.checkpoint_id} of job '{context.job_name}' is not committed"
-                )
-        pgsql.insert_marker(
-            connection, self.markers_table, context.job_id, context.sink_uid,
-            context.checkpoint_id, committable["subtask"], context.run_id,
-            committable["attempt"], committable["gid"], committable["rows"],
-        )  # fmt: skip
-
-    def _bookkept(self, connection: Any, gids: list[str]) -> set[str]:
-        """The transactions among ``gids`` that have their bookkeeping row: committed."""
-        return {
-            gid
-            for (gid,) in connection.execute(
-                sql.SQL("SELECT gid FROM {} WHERE gid = ANY(%s)").format(
-                    pgsql.table_name(self.markers_table)
-                ),
-                [sorted(gids)],
-            )
-        }
-
-    def _check_staged(
-        self, context: CommitContext, committables: list[Any], stages: dict[str, str]
-    ) -> None:
-        """Committables not committed yet: each must have its staging table."""
-        for committable in committables:
-            gid = committable["gid"]
-            if gid not in stages:
-                raise CommittableError(
-                    f"the staged rows of transaction {gid} of subtask {committable['subtask']} "
-                    f"({committable['rows']} rows for table {self.table}) are gone and were "
-                    f"never committed (no staging table, no row in {self.markers_table}): "
-                    f"dropped by hand or by another program; its rows are lost for good. "
-                    f"Checkpoint {context.checkpoint_id} of job '{context.job_name}' cannot be "
-                    f"committed whole and starting again will not change that: run the job "
-                    f"anew (execute('{context.job_name}', new_run=True) or `flintlock run "
-                    f"--new-run`)"
-                )
-
-    def _commit_prepared(self, connection: Any, prefix: str, committables: list[Any]) -> None:
-        """Committables of a flintlock before staging tables (a job upgraded between a
-        checkpoint and its commit) are prepared transactions: COMMIT PREPARED each, as
-        then (each holds its own bookkeeping row)."""
-        gids = {committable["gid"] for committable in committables}
-        for xid in pgsql.prepared(connection, prefix):
-            if xid.gtrid in gids:
-                connection.tpc_commit(xid)
-
-    def _overwrite_gid(self, context: CommitContext) -> str:
-        return f"{pgsql.gid_prefix(context.job_id, context.sink_uid)}overwrite:{context.run_id}"
-
-    def _overwrite_once(self, connection: Any, context: CommitContext) -> None:
-        """mode='overwrite': at a new run's first commit, delete the rows it did not write —
-        once: its bookkeeping row (made by prepare_output) is marked done in the same
-        transaction, so a repeated commit, or a later run that only continues the job,
-        deletes nothing. Inside the commit's transaction: no reader sees the table empty."""
-        with connection.transaction():
-            claimed = connection.execute(
-                sql.SQL(
-                    "UPDATE {} SET row_count = 1 WHERE gid = %s AND row_count = 0 RETURNING gid"
-                ).format(pgsql.table_name(self.markers_table)),
-                [self._overwrite_gid(context)],
-            ).fetchone()
-            if claimed is not None:
-                connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
+    def _commit_prepared(self, connection: Any, xid: Any) -> None:
+        """COMMIT PREPARED one subtask's transaction: its rows become visible."""
+        connection.tpc_commit(xid)
 
     def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """At every start and after every commit: drop this job's staging tables that no
         completed checkpoint references (``keep``): failed attempts, epochs that never
-        completed. Transactions prepared by an earlier flintlock are committed when
-        ``keep`` references them, else rolled back, so none holds its locks for ever."""
+        completed. Prepared transactions (``visibility="subtask"``, or an earlier
+        flintlock's) are committed when ``keep`` references them, else rolled back, so
+        none holds its locks for ever."""
         kept = {committable["gid"] for committable in keep}
         with self._connect(self._committer_who(context), check_table=True) as connection:
             prefix = pgsql.gid_prefix(context.job_id, context.sink_uid)

@@ -445,3 +445,108 @@ def test_a_writer_kept_waiting_by_a_lock_on_the_table_names_it(
     assert "held a lock on table events for lock_timeout=300ms" in message
     assert "LOCK TABLE, ALTER TABLE or TRUNCATE" in message and "checkpoint 2" in message
     assert staged(pg_conninfo) == []  # the staging table went with its transaction
+
+
+def test_per_subtask_visibility_writes_the_rows_once_and_commits_each_subtask(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", visibility="subtask")
+    sink.check_output(OutputCheckContext("pg-job", "out"))  # the server allows 2PC
+    sink.abort_uncommitted(committer(storage, 0), [])
+    dead = write(sink, storage, 1, [ids(0, 3)], attempt=1)  # its task died after PREPARE
+    committables = write(sink, storage, 1, [ids(0, 3)], attempt=2)  # the retry rolls it back
+    committables += write(sink, storage, 1, [ids(100, 4)], subtask=1)
+    assert [c["prepared"] for c in committables] == [True, True]
+    assert sorted(prepared(pg_conninfo)) == sorted(c["gid"] for c in committables)
+    assert dead[0]["gid"] not in prepared(pg_conninfo) and staged(pg_conninfo) == []
+    assert query(pg_conninfo, "SELECT count(*) FROM events") == [(0,)]  # prepared, invisible
+
+    sink.commit(committer(storage, 1), committables)
+    sink.commit(committer(storage, 1), committables)  # a killed driver commits again
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), committables)
+    rows = query(pg_conninfo, "SELECT id FROM events ORDER BY id")
+    assert rows == [(i,) for i in [0, 1, 2, 100, 101, 102, 103]]
+    assert prepared(pg_conninfo) == [] and staged(pg_conninfo) == []
+    markers = query(pg_conninfo, "SELECT checkpoint_id, subtask, row_count FROM flintlock_commits")
+    assert sorted(markers) == [(1, 0, 3), (1, 1, 4)]
+
+    unfinished = write(sink, storage, 2, [ids(200, 1)])  # its checkpoint never completed
+    sink.abort_uncommitted(committer(storage, 0, run="run3"), committables)
+    assert prepared(pg_conninfo) == [] and unfinished
+    query(pg_conninfo, "DROP TABLE flintlock_commits")  # a lost prepared transaction:
+    with pytest.raises(CommittableError, match=r"prepared transaction .* rolled back by hand"):
+        sink.commit(committer(storage, 2), unfinished)  # neither prepared nor bookkept
+
+
+def test_per_subtask_visibility_upserts_and_overwrites(
+    pg_conninfo: str, storage: CheckpointStorage
+) -> None:
+    upsert = PostgresSink(
+        pg_conninfo, "kv", write="upsert", key_columns=["k"], visibility="subtask"
+    )
+    batches = [pa.record_batch({"k": [1, 2, 1], "v": ["a", "b", "c"]})]
+    upsert.commit(committer(storage, 1), write(upsert, storage, 1, batches))
+    assert query(pg_conninfo, "SELECT k, v FROM kv ORDER BY k") == [(1, "c"), (2, "b")]
+    assert staged(pg_conninfo) == []
+    # overwrite deletes the old rows first, then commits the run's prepared rows
+    first = PostgresSink(pg_conninfo, "over", visibility="subtask")
+    first.commit(committer(storage, 1), write(first, storage, 1, [ids(0, 2)]))
+    replace = PostgresSink(pg_conninfo, "over", mode="overwrite", visibility="subtask")
+    replace.prepare_output(committer(storage, 2, run="run2"))
+    committables = write(replace, storage, 2, [ids(10, 1)], run="run2")
+    committables += write(replace, storage, 2, [ids(11, 1)], subtask=1, run="run2")
+    replace.commit(committer(storage, 2, run="run2"), committables)
+    replace.commit(committer(storage, 2, run="run2"), committables)
+    assert query(pg_conninfo, "SELECT id FROM over ORDER BY id") == [(10,), (11,)]
+
+
+def test_per_subtask_visibility_needs_prepared_transactions(
+    postgres_without_2pc: Any, storage: CheckpointStorage
+) -> None:
+    sink = PostgresSink(postgres_without_2pc.conninfo(), "events", visibility="subtask")
+    with pytest.raises(SinkOutputError) as refused:
+        sink.check_output(OutputCheckContext("pg-job", "out"))  # before Spark starts
+    message = str(refused.value)
+    assert "max_prepared_transactions = 0" in message and "visibility='checkpoint'" in message
+    with pytest.raises(SinkOutputError, match="visibility='partial' is not one of"):
+        PostgresSink(postgres_without_2pc.conninfo(), "events", visibility="partial")
+
+
+COMMIT_ONE_SUBTASK_THEN_DIE = """
+import json, os, sys
+import pyarrow.fs as pafs
+from flintlock.plugin_api import CheckpointStorage, CommitContext
+from flintlock.sinks.postgres import PostgresSink
+class DiesAfterOneSubtask(PostgresSink):
+    def _commit_prepared(self, connection, xid):
+        super()._commit_prepared(connection, xid)
+        os._exit(3)  # killed between two COMMIT PREPARED
+conninfo, folder, job, committables = sys.argv[1:]
+storage = CheckpointStorage(pafs.LocalFileSystem(), folder)
+context = CommitContext("pg-job", "run1", 1, storage, job_id=job, sink_uid="out")
+DiesAfterOneSubtask(conninfo, "events", visibility="subtask").commit(
+    context, json.loads(committables)
+)
+"""
+
+
+def test_per_subtask_visibility_a_driver_killed_between_subtask_commits(
+    pg_conninfo: str, storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    sink = PostgresSink(pg_conninfo, "events", visibility="subtask")
+    sink.abort_uncommitted(committer(storage, 0), [])
+    committables = [c for s in range(3) for c in write(sink, storage, 1, [ids(s * 10, 10)], s)]
+    driver = subprocess.run(
+        [sys.executable, "-c", COMMIT_ONE_SUBTASK_THEN_DIE, pg_conninfo, str(tmp_path / "c"),
+         JOB, json.dumps(committables)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert driver.returncode == 3, driver.stderr
+    # the reader sees subtask 0's rows of the checkpoint: what this visibility allows
+    assert query(pg_conninfo, "SELECT id FROM events ORDER BY id") == [(i,) for i in range(10)]
+    assert len(prepared(pg_conninfo)) == 2
+    sink.abort_uncommitted(committer(storage, 0, run="run2"), committables)  # the next start
+    sink.commit(committer(storage, 1, run="run2"), committables)
+    rows = query(pg_conninfo, "SELECT id FROM events ORDER BY id")
+    assert rows == [(i,) for i in range(30)]  # all of it, once
+    assert prepared(pg_conninfo) == [] and staged(pg_conninfo) == []

@@ -234,3 +234,18 @@ class PostgresTarget(ChaosTarget):
         return [f"prepared transaction {gid}" for (gid,) in rows] + [
             f"staging table {name}" for (name,) in stages
         ]
+
+
+@register
+class PostgresPerSubtaskTarget(PostgresTarget):
+    """The PostgresSink with ``visibility="subtask"``: each subtask's rows written straight
+    into the table in a prepared transaction, committed one by one by the driver."""
+
+    name = "postgres-subtask"
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        from unbounded_jobs import OUT
+
+        from flintlock.sinks.postgres import PostgresSink
+
+        return PostgresSink(self.conninfo(), self.table, schema=OUT, visibility="subtask")

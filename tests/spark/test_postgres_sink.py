@@ -5,7 +5,10 @@ prepared transaction of the job is left behind."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +137,26 @@ def test_a_reader_sees_whole_checkpoints_only(spark: Any, tmp_path: Path, pg_con
     assert ids == list(range(per_epoch * epochs))
     partial = sorted({count for count in counts if count % per_epoch})
     assert counts and partial == [], f"{len(counts)} reads saw part of a checkpoint: {partial}"
+
+
+def test_per_subtask_visibility_a_driver_killed_between_subtask_commits_is_completed_once(
+    tmp_path: Path, pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLINTLOCK_TEST_POSTGRES", pg_conninfo)
+    script = Path(__file__).with_name("postgres_subtask_kill_job.py")
+    per_epoch, epochs = 400, 4
+    killed = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert killed.returncode == 9, killed.stdout[-2000:] + killed.stderr[-3000:]
+    with psycopg.connect(pg_conninfo) as connection:
+        seen = [i for (i,) in connection.execute("SELECT id FROM out ORDER BY id")]
+        (left,) = connection.execute("SELECT count(*) FROM pg_prepared_xacts").fetchone()
+    # checkpoint 1 whole, checkpoint 2 one subtask's rows: what this visibility allows
+    assert per_epoch < len(seen) < 2 * per_epoch and left == 1
+    assert seen[:per_epoch] == list(range(per_epoch)) and len(set(seen)) == len(seen)
+    time.sleep(1.5)  # the killed driver's lease (5 x 0.2 s) expires
+    result = run_script(script, tmp_path)  # the next start on the same job
+    assert result["status"] == "FINISHED"
+    assert result["ids"] == list(range(per_epoch * epochs))  # every row once
+    assert result["prepared"] == []
