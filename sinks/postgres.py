@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,16 +31,6 @@ from flintlock.sinks.postgres_sql import psycopg, sql
 
 WRITES = ("insert", "upsert")
 MODES = ("error", "append", "overwrite")
-
-
-class PreparedStage(TypedDict):
-    """A PostgresSink committable: one subtask attempt's committed staging table (named by
-    its transaction id ``gid``) and the rows it holds, which the commit moves."""
-
-    gid: str
-    subtask: int
-    attempt: int
-    rows: int
 
 
 @dataclass
@@ -54,7 +44,7 @@ class _Transaction:
     rows: int = 0
 
 
-class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
+class PostgresSink(TwoPhaseCommitSink):
     """Writes a stream's rows into the PostgreSQL table ``table`` (``"schema.table"``
     allowed; names are taken literally) of the server ``conninfo`` (libpq key=value or URI).
 
@@ -176,7 +166,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
             ordered=self.write_mode == "upsert",
         )  # fmt: skip
 
-    def pre_commit(self, transaction: _Transaction) -> list[PreparedStage]:
+    def pre_commit(self, transaction: _Transaction) -> list[Any]:
         """Commit the staging table: durable, invisible to the target table's readers."""
         connection, task = transaction.connection, transaction.context.task
         if transaction.rows == 0:  # nothing to commit: no staging table either
@@ -293,7 +283,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
                     context.checkpoint_id, -1, context.run_id, 0, self._overwrite_gid(context), 0,
                 )  # fmt: skip
 
-    def commit(self, context: CommitContext, committables: list[PreparedStage]) -> None:
+    def commit(self, context: CommitContext, committables: list[Any]) -> None:
         """Publish the checkpoint in ONE transaction, so a reader sees all of its rows or
         none: each acknowledged attempt's staged rows into the table, its bookkeeping row,
         its staging table dropped. A repeated commit finds the bookkeeping rows."""
@@ -327,7 +317,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
                 )
 
     def _publish(
-        self, connection: Any, context: CommitContext, committable: PreparedStage, stage: str
+        self, connection: Any, context: CommitContext, committable: Any, stage: str
     ) -> None:
         """One attempt's staged rows into the table (upsert: the last row of a key wins),
         with its bookkeeping row; inside the commit's transaction."""
@@ -367,7 +357,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
         }
 
     def _check_staged(
-        self, context: CommitContext, committables: list[PreparedStage], stages: dict[str, str]
+        self, context: CommitContext, committables: list[Any], stages: dict[str, str]
     ) -> None:
         """Committables not committed yet: each must have its staging table."""
         for committable in committables:
@@ -384,9 +374,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
                     f"--new-run`)"
                 )
 
-    def _commit_prepared(
-        self, connection: Any, prefix: str, committables: list[PreparedStage]
-    ) -> None:
+    def _commit_prepared(self, connection: Any, prefix: str, committables: list[Any]) -> None:
         """Committables of a flintlock before staging tables (a job upgraded between a
         checkpoint and its commit) are prepared transactions: COMMIT PREPARED each, as
         then (each holds its own bookkeeping row)."""
@@ -413,7 +401,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, PreparedStage]):
             if claimed is not None:
                 connection.execute(sql.SQL("DELETE FROM {}").format(pgsql.table_name(self.table)))
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[PreparedStage]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
         """At every start and after every commit: drop this job's staging tables that no
         completed checkpoint references (``keep``): failed attempts, epochs that never
         completed. Transactions prepared by an earlier flintlock are committed when

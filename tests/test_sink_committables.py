@@ -20,14 +20,12 @@ from flintlock.sinks.delta_files import DeltaDataFile
 from flintlock.sinks.files import FileSink, StagedParquetFile
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_stats import IcebergDataFile
-from flintlock.sinks.postgres import PostgresSink, PreparedStage
 
 SINKS: dict[type, type] = {
     FileSink: StagedParquetFile,
     CollectSink: StagedArrowFile,
     DeltaSink: DeltaDataFile,
     IcebergSink: IcebergDataFile,
-    PostgresSink: PreparedStage,
 }
 """Each built-in 2PC sink and its committable type."""
 
