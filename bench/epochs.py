@@ -159,7 +159,7 @@ class DriverSplit:
                 if split.active:
                     split.totals[label] += time.perf_counter() - started
             if keep_acks:  # the slowest subtask's own time in the checkpoint just completed
-                times = [a.get("duration_seconds", 0.0) for a in result.acknowledgements]
+                times = [a.duration_seconds for a in result.acknowledgements]
                 split.slowest_task.append(max(times, default=0.0))
             return result
 

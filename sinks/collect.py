@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,6 +26,14 @@ from flintlock.plugin_api import (
 )
 
 
+class StagedArrowFile(TypedDict):
+    """A CollectSink committable: a staged Arrow IPC file and what verifies it."""
+
+    path: str
+    rows: int
+    bytes: int
+
+
 @dataclass
 class _Staging:
     storage: CheckpointStorage
@@ -36,7 +44,7 @@ class _Staging:
     closed: bool = False
 
 
-class CollectSink(TwoPhaseCommitSink):
+class CollectSink(TwoPhaseCommitSink[_Staging, StagedArrowFile]):
     """Collects a stream into a pyarrow.Table, returned by ``execute()`` (exactly once)."""
 
     name = "collect"
@@ -70,7 +78,7 @@ class CollectSink(TwoPhaseCommitSink):
         transaction.writer.write_batch(batch)
         transaction.rows += batch.num_rows
 
-    def pre_commit(self, transaction: _Staging) -> list[Any]:
+    def pre_commit(self, transaction: _Staging) -> list[StagedArrowFile]:
         if transaction.writer is None:
             return []
         self._close(transaction)
@@ -90,7 +98,7 @@ class CollectSink(TwoPhaseCommitSink):
             transaction.writer.close()
             transaction.stream.close()
 
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[StagedArrowFile]) -> None:
         storage = context.storage
         result_path = (
             f"{context.job_dir}/results/{safe_name(self.name)}-chk-{context.checkpoint_id}.arrow"
@@ -113,7 +121,7 @@ class CollectSink(TwoPhaseCommitSink):
                 storage.filesystem.delete_file(file["path"])
 
     def _read_staged(
-        self, storage: CheckpointStorage, file: dict[str, Any], context: CommitContext
+        self, storage: CheckpointStorage, file: StagedArrowFile, context: CommitContext
     ) -> pa.Table:
         path = file["path"]
         where = f"checkpoint {context.checkpoint_id} of job '{context.job_name}'"
@@ -142,7 +150,7 @@ class CollectSink(TwoPhaseCommitSink):
             )
         return table
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[StagedArrowFile]) -> None:
         """Delete staged files of this sink and job that no completed checkpoint references."""
         storage = context.storage
         kept = {file["path"] for file in keep}

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
 from flintlock.plugin_api import OUTPUT_MODES, CommitContext, OutputCheckContext, SinkWriterContext
 from flintlock.sinks.delta_files import (
+    DeltaDataFile,
     checkpoint_of,
     conform,
     delete_if_exists,
@@ -59,10 +60,10 @@ class _Transaction:
     partition_by: list[str] = field(default_factory=list)
     new_table: bool = False
     opened: dict[str, _OpenFile] = field(default_factory=dict)
-    files: list[dict[str, Any]] = field(default_factory=list)
+    files: list[DeltaDataFile] = field(default_factory=list)
 
 
-class DeltaSink(TwoPhaseCommitSink):
+class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
     """Writes a stream into the Delta table at ``uri`` (a local path or a URI pyarrow and
     delta-rs both resolve), created from the stream's schema if it does not exist.
 
@@ -151,7 +152,7 @@ class DeltaSink(TwoPhaseCommitSink):
     def finish(self, transaction: _Transaction) -> None:
         self._close(transaction)
 
-    def pre_commit(self, transaction: _Transaction) -> list[Any]:
+    def pre_commit(self, transaction: _Transaction) -> list[DeltaDataFile]:
         self._close(transaction)
         return list(transaction.files)
 
@@ -195,7 +196,7 @@ class DeltaSink(TwoPhaseCommitSink):
         for file in transaction.opened.values():
             file.writer.close()
             path = f"{root}/{file.relative}"
-            committable = {
+            committable: DeltaDataFile = {
                 "path": file.relative,
                 "size": filesystem.get_file_info(path).size,
                 "rows": file.rows,
@@ -257,7 +258,7 @@ class DeltaSink(TwoPhaseCommitSink):
             marker = {"overwrite_from": context.checkpoint_id, "run_id": context.run_id}
             context.storage.write_json_atomically(self._marker(context), marker)
 
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[DeltaDataFile]) -> None:
         app_id = self.app_id(context.job_id, context.sink_uid)
         table = self.table()
         done = table.transaction_version(app_id) if table is not None else None
@@ -304,7 +305,7 @@ class DeltaSink(TwoPhaseCommitSink):
             )
         self._remove_strays(context, committables)
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[DeltaDataFile]) -> None:
         """Delete this job's data files of checkpoints after the last one in the table's
         log that ``keep`` does not name: no commit ever added them."""
         table = self.table()
@@ -319,7 +320,11 @@ class DeltaSink(TwoPhaseCommitSink):
                 self._delete(relative)
 
     def _create(
-        self, context: CommitContext, committables: list[Any], actions: list[Any], properties: Any
+        self,
+        context: CommitContext,
+        committables: list[DeltaDataFile],
+        actions: list[Any],
+        properties: Any,
     ) -> None:
         """Create the table with the checkpoint's files (or empty, from the stream's schema)."""
         module = deltalake()
@@ -351,7 +356,7 @@ class DeltaSink(TwoPhaseCommitSink):
     def _marker(self, context: CommitContext) -> str:
         return context.sink_notes("delta")
 
-    def _remove_strays(self, context: CommitContext, committables: list[Any]) -> None:
+    def _remove_strays(self, context: CommitContext, committables: list[DeltaDataFile]) -> None:
         """Delete this job's files of the committed checkpoint that its commit did not add
         (failed task attempts, a dead run's): only the committed attempts are in the log."""
         committed = {file["path"] for file in committables}

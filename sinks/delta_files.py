@@ -10,7 +10,7 @@ import datetime
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -24,6 +24,24 @@ from flintlock.sinks.optional import require
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The folder name of a null partition value (Hive's, as Spark and delta-rs write it)."""
+
+
+class _DataFile(TypedDict):
+    path: str
+    size: int
+    rows: int
+    partition_values: dict[str, str | None]
+    stats: dict[str, Any]
+    modification_time: int
+
+
+class DeltaDataFile(_DataFile, total=False):
+    """A DeltaSink committable: a data file as the committer's ``add`` action needs it
+    (``path`` relative to the table); with the table's ``schema`` (Delta JSON) and
+    ``partition_by`` when it was written while the table did not exist yet."""
+
+    schema: str
+    partition_by: list[str]
 
 
 def deltalake() -> Any:
@@ -191,7 +209,7 @@ def stats_json(stats: dict[str, Any]) -> str:
     return json.dumps(stats, sort_keys=True, default=str)
 
 
-def verify_file(filesystem: pafs.FileSystem, path: str, file: dict[str, Any], stuck: str) -> None:
+def verify_file(filesystem: pafs.FileSystem, path: str, file: DeltaDataFile, stuck: str) -> None:
     """Check a committable's data file is the one written (size and rows), else raise
     CommittableError ending in ``stuck``, what the user can do."""
     info = filesystem.get_file_info(path)

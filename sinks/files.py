@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -35,17 +35,30 @@ def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+class _FileNames(TypedDict):
+    staging: str
+    final: str
+
+
+class StagedParquetFile(_FileNames, total=False):
+    """A FileSink committable: a staged file, its final name, and what verifies it (rows
+    and bytes, absent in committables of checkpoints written before they were recorded)."""
+
+    rows: int
+    bytes: int
+
+
 @dataclass
 class _Transaction:
     staging_dir: str
     stem: str
     final_stem: str
-    files: list[dict[str, Any]] = field(default_factory=list)
+    files: list[StagedParquetFile] = field(default_factory=list)
     writer: pq.ParquetWriter | None = None
     rows_in_file: int = 0
 
 
-class FileSink(TwoPhaseCommitSink):
+class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
     """Writes Parquet files to ``path`` (a local path or any pyarrow file system URI).
 
     ``mode``: ``"error"`` (default) refuses a new run if ``path`` already holds data or
@@ -115,7 +128,7 @@ class FileSink(TwoPhaseCommitSink):
     def finish(self, transaction: _Transaction) -> None:
         self._close_file(transaction)  # the last rows reach the staging file now
 
-    def pre_commit(self, transaction: _Transaction) -> list[Any]:
+    def pre_commit(self, transaction: _Transaction) -> list[StagedParquetFile]:
         self._close_file(transaction)
         return list(transaction.files)
 
@@ -172,7 +185,7 @@ class FileSink(TwoPhaseCommitSink):
             context.storage.write_json_atomically(context.sink_notes("files"), notes)
         self._register(filesystem, base, context)
 
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[StagedParquetFile]) -> None:
         filesystem, base = self.filesystem()
         for file in committables:  # check everything before publishing anything
             self.verify(filesystem, file, context)
@@ -200,7 +213,7 @@ class FileSink(TwoPhaseCommitSink):
         return notes if due else None
 
     def verify(
-        self, filesystem: pafs.FileSystem, file: dict[str, Any], context: CommitContext
+        self, filesystem: pafs.FileSystem, file: StagedParquetFile, context: CommitContext
     ) -> None:
         """Check a committable's file (staged, or already published) is the one written."""
         for path in (file["staging"], file["final"]):
@@ -229,7 +242,7 @@ class FileSink(TwoPhaseCommitSink):
             f"{file['final']}: its rows are lost for good{_stuck(context)}"
         )
 
-    def commit_file(self, filesystem: pafs.FileSystem, file: dict[str, Any]) -> None:
+    def commit_file(self, filesystem: pafs.FileSystem, file: StagedParquetFile) -> None:
         """Rename one staging file to its final name; done already if only the final exists."""
         if _exists(filesystem, file["staging"]):
             filesystem.move(file["staging"], file["final"])
@@ -238,7 +251,7 @@ class FileSink(TwoPhaseCommitSink):
                 f"neither the staging file {file['staging']} nor its final {file['final']} exists"
             )
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[StagedParquetFile]) -> None:
         """Delete this job's staging files that no completed checkpoint references (and
         its staging folder once empty)."""
         filesystem, base = self.filesystem()

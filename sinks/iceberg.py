@@ -25,19 +25,20 @@ from flintlock.plugin_api import OUTPUT_MODES, CommitContext, SinkWriterContext,
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 from flintlock.sinks.iceberg_commit import IcebergCommitter
+from flintlock.sinks.iceberg_stats import IcebergDataFile
 
 
 @dataclass
 class _Transaction:
     folder: str
     stem: str
-    files: list[dict[str, Any]] = field(default_factory=list)
-    writers: dict[Any, tuple[pq.ParquetWriter, Any, dict[str, Any], list[Any]]] = field(
+    files: list[IcebergDataFile] = field(default_factory=list)
+    writers: dict[Any, tuple[pq.ParquetWriter, Any, IcebergDataFile, list[Any]]] = field(
         default_factory=dict
     )
 
 
-class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
+class IcebergSink(IcebergCommitter, TwoPhaseCommitSink[_Transaction, IcebergDataFile]):
     """Writes to the Iceberg table ``table`` ("namespace.name") of a pyiceberg catalog.
 
     ``catalog``: the catalog's properties (``{"type": "sql", "uri": ..., "warehouse":
@@ -113,7 +114,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
             if key not in transaction.writers:
                 path = f"{transaction.folder}/{transaction.stem}-{len(transaction.files)}.parquet"
                 stream = self.file_io().new_output(path).create(overwrite=True)
-                file: dict[str, Any] = {"path": path, "rows": 0}
+                file: IcebergDataFile = {"path": path, "rows": 0}
                 footer: list[pq.FileMetaData] = []  # the writer's footer, once closed
                 writer = pq.ParquetWriter(stream, batch.schema, metadata_collector=footer)
                 transaction.writers[key] = (writer, stream, file, footer)
@@ -131,7 +132,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
     def finish(self, transaction: _Transaction) -> None:
         self._close(transaction)
 
-    def pre_commit(self, transaction: _Transaction) -> list[Any]:
+    def pre_commit(self, transaction: _Transaction) -> list[IcebergDataFile]:
         self._close(transaction)
         return list(transaction.files)
 
@@ -225,7 +226,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink):
         if io.new_input(path).exists():
             io.delete(path)
 
-    def verify(self, file: dict[str, Any], context: CommitContext) -> None:
+    def verify(self, file: IcebergDataFile, context: CommitContext) -> None:
         """Check a committable's data file is the one written (present, same size)."""
         try:
             size = len(self.file_io().new_input(file["path"]))

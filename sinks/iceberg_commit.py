@@ -13,6 +13,7 @@ from flintlock import CommitError, FlintlockError, SinkOutputError
 from flintlock.plugin_api import CommitContext, OutputCheckContext, list_folder
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
+from flintlock.sinks.iceberg_stats import IcebergDataFile
 
 COMMIT_ATTEMPTS = 5
 """Tries of one checkpoint's commit when another writer committed to the table first."""
@@ -34,7 +35,7 @@ class IcebergCommitter:
         def resolve(self, table: Any) -> None: ...
         def job_folder(self, job_id: str, sink_uid: str) -> str: ...
         def filesystem(self) -> Any: ...
-        def verify(self, file: dict[str, Any], context: CommitContext) -> None: ...
+        def verify(self, file: IcebergDataFile, context: CommitContext) -> None: ...
 
     def open_catalog(self) -> Any:
         """The catalog, opened once per driver (never pickled to tasks)."""
@@ -166,7 +167,7 @@ class IcebergCommitter:
             table = catalog.load_table(self.table)
         return table
 
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[IcebergDataFile]) -> None:
         """Add the checkpoint's files in one transaction recording this sink's checkpoint
         id, unless the table's snapshots already record it (or a later one)."""
         table = self.committed_table()
@@ -223,7 +224,7 @@ class IcebergCommitter:
     def _intent_file(self, context: CommitContext) -> str:
         return context.sink_notes("iceberg")
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[IcebergDataFile]) -> None:
         """Delete the data files of this job's checkpoints newer than its last commit to
         the table that ``keep`` (pending checkpoints) does not reference."""
         kept = getattr(self, "_kept_table", None)
@@ -240,7 +241,9 @@ class IcebergCommitter:
             if found and info.type == pafs.FileType.Directory and int(found[1]) > newest:
                 self._remove_files(context, int(found[1]), keep)
 
-    def _remove_files(self, context: CommitContext, checkpoint_id: int, keep: list[Any]) -> None:
+    def _remove_files(
+        self, context: CommitContext, checkpoint_id: int, keep: list[IcebergDataFile]
+    ) -> None:
         """Delete the files of a checkpoint's folder that ``keep`` does not list (failed
         or lost attempts), and the folder once empty."""
         filesystem, to_path = self.filesystem()

@@ -11,13 +11,27 @@ table's current ones, is read as ``add_files`` reads it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow.parquet as pq
 
 from flintlock.sinks import iceberg_tables as tables
 
 _JSON_VALUES = (int, float, str, bool, type(None))
+
+
+class _DataFile(TypedDict):
+    path: str
+    rows: int
+
+
+class IcebergDataFile(_DataFile, total=False):
+    """An IcebergSink committable: a data file (its full location) and its rows; its size
+    in ``bytes`` and its footer's ``stats`` once closed (without them the committer reads
+    the file, as for committables of checkpoints written before they were recorded)."""
+
+    bytes: int
+    stats: dict[str, Any]
 
 
 def file_statistics(metadata: pq.FileMetaData, model: dict[str, Any]) -> dict[str, Any] | None:
@@ -50,7 +64,7 @@ def file_statistics(metadata: pq.FileMetaData, model: dict[str, Any]) -> dict[st
     }
 
 
-def data_file(file: dict[str, Any], metadata: Any, io: Any) -> Any:
+def data_file(file: IcebergDataFile, metadata: Any, io: Any) -> Any:
     """The ``DataFile`` for a committable ``file`` of a table with ``metadata``: from its
     statistics when they were computed for the table's current schema and spec, else
     from its footer (read now through ``io``)."""
@@ -86,7 +100,7 @@ def data_file(file: dict[str, Any], metadata: Any, io: Any) -> Any:
     )
 
 
-def append_files(transaction: Any, table: Any, files: list[dict[str, Any]], summary: Any) -> None:
+def append_files(transaction: Any, table: Any, files: list[IcebergDataFile], summary: Any) -> None:
     """Append ``files`` in ``transaction`` as one snapshot carrying ``summary``, as
     pyiceberg's ``add_files`` appends (a name mapping set first if the table has none;
     a merge append where the table asks for manifest merging)."""

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from acknowledgements import acknowledgement
 from lifecycle_ops import batch
 
 from flintlock import OneInputStreamOperator, Source, SourceReader, TwoPhaseCommitSink
@@ -51,7 +52,7 @@ def completed(tmp_path: Path, job_name: str = "orders") -> CheckpointCoordinator
     folder = JobFolder(CheckpointStorage.from_uri(str(tmp_path)), job_name)
     folder.open()
     coordinator = CheckpointCoordinator(folder)
-    ack = {"task_name": "v", "subtask_index": 0, "checkpoint_id": 1, "committables": {}}
+    ack = acknowledgement("v", 0, 1)
     coordinator.complete(1, "run1", True, [ack], {("v", 0)})
     return coordinator
 
@@ -117,7 +118,7 @@ def test_a_final_checkpoint_that_cannot_be_written_names_job_checkpoint_and_path
     folder.open()
     blocked = tmp_path / "orders/checkpoints/chk-1/_metadata.json"
     blocked.mkdir(parents=True)  # a folder where the metadata file must go
-    ack = {"task_name": "v", "subtask_index": 0, "checkpoint_id": 1, "committables": {}}
+    ack = acknowledgement("v", 0, 1)
     with pytest.raises(CheckpointError, match=f"job 'orders': the final checkpoint 1 .*{blocked}"):
         CheckpointCoordinator(folder).complete(1, "run1", True, [ack], {("v", 0)})
 

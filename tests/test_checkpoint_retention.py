@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+from acknowledgements import acknowledgement
 
 from flintlock.checkpoints import list_checkpoints
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
@@ -20,13 +21,7 @@ def completed_checkpoint(coordinator: CheckpointCoordinator, checkpoint_id: int)
     snapshot = f"{folder.run_dir(run_id)}/chk-{checkpoint_id}/op/0-7"
     storage.write_table(f"{snapshot}/op/keyed-s.arrow", pa.table({"value": [checkpoint_id]}))
     storage.write_json(f"{snapshot}/_task.json", {})
-    ack = {
-        "checkpoint_id": checkpoint_id,
-        "task_name": "op",
-        "subtask_index": 0,
-        "committables": {},
-        "manifest_path": f"{snapshot}/_task.json",
-    }
+    ack = acknowledgement("op", 0, checkpoint_id, manifest_path=f"{snapshot}/_task.json")
     coordinator.complete(checkpoint_id, run_id, True, [ack], {("op", 0)})
     return Path(snapshot)
 

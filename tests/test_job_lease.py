@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acknowledgements import acknowledgement
 from lease_race import race_for_the_lease
 
 from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
@@ -266,12 +267,7 @@ class RecordingSink(TwoPhaseCommitSink):
 
 
 def complete(coordinator: CheckpointCoordinator, checkpoint_id: int, run_id: str = "run1") -> Any:
-    ack = {
-        "task_name": "v",
-        "subtask_index": 0,
-        "checkpoint_id": checkpoint_id,
-        "committables": {"sink": [f"file-{checkpoint_id}"]},
-    }
+    ack = acknowledgement("v", 0, checkpoint_id, committables={"sink": [f"file-{checkpoint_id}"]})
     return coordinator.complete(checkpoint_id, run_id, False, [ack], {("v", 0)})
 
 
@@ -348,7 +344,7 @@ def test_folders_of_dead_runs_and_their_incomplete_snapshots_are_removed(
     complete(coordinator, 1)  # of run "run1", which is no run folder's name
     job = Path(coordinator.folder.path)
     kept, dead, current = "0123456789ab", "ba9876543210", "ffffffffffff"
-    ack = {"task_name": "v", "subtask_index": 0, "checkpoint_id": 2, "committables": {}}
+    ack = acknowledgement("v", 0, 2)
     coordinator.complete(2, kept, False, [ack], {("v", 0)})
     for folder in (
         f"{kept}/chk-2/v/0-1",

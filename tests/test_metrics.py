@@ -7,15 +7,18 @@ import os
 import statistics
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from acknowledgements import acknowledgement
 from prometheus_client.parser import text_string_to_metric_families
 
 from flintlock import KeyedProcessFunction, ValueStateDescriptor
 from flintlock.cli import main
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.core.metrics.aggregate import epoch_document, merge_user, run_totals, watermarks
@@ -131,7 +134,9 @@ def test_a_subtasks_acknowledgement_carries_its_metrics() -> None:
 # ---- the driver's aggregation ----
 
 
-def ack(task: str, subtask: int, records: int, mark: int | None, counter: int) -> dict[str, Any]:
+def ack(
+    task: str, subtask: int, records: int, mark: int | None, counter: int
+) -> TaskAcknowledgement:
     """An acknowledgement as the driver reads it, its metrics written by hand."""
     operators = {
         "op": {
@@ -155,14 +160,9 @@ def ack(task: str, subtask: int, records: int, mark: int | None, counter: int) -
         "checkpointSizeBytes": 150,
         "operators": operators,
     }
-    return {
-        "task_name": task,
-        "subtask_index": subtask,
-        "records_in": records,
-        "records_out": records,
-        "size_bytes": 50,
-        "metrics": metrics,
-    }
+    return acknowledgement(
+        task, subtask, records_in=records, records_out=records, size_bytes=50, metrics=metrics
+    )
 
 
 EPOCH = {
@@ -197,7 +197,7 @@ def test_an_epoch_sums_subtasks_and_takes_the_least_watermark() -> None:
 
 
 def test_a_finished_subtask_counts_nothing_and_holds_no_watermark_back() -> None:
-    finished = {**ack("v", 1, 0, None, 0), "metrics": {}}
+    finished = replace(ack("v", 1, 0, None, 0), metrics={})
     document = epoch_document([ack("v", 0, 10, 4_000, 1), finished], EPOCH)
     v = document["vertices"]["v"]
     assert (v["numRecordsIn"], v["currentInputWatermark"]) == (10, 4_000)
@@ -315,9 +315,9 @@ def test_rates_and_busy_time_are_per_wall_second_between_epochs(tmp_path: Path) 
     recorder = MetricsRecorder(storage, str(tmp_path / "job"), "job", "run-1")
     fields = {"kind": "checkpoint", "final": False, "seconds": 0.03}
 
-    def epoch_acks() -> list[dict[str, Any]]:
+    def epoch_acks() -> list[TaskAcknowledgement]:
         acks = [ack("source", 0, 25, None, 0)]
-        acks[0]["metrics"].update(durationMs=20.0, busyTimeMs=20.0, time=time.time())
+        acks[0].metrics.update(durationMs=20.0, busyTimeMs=20.0, time=time.time())
         return acks
 
     recorder.record(epoch_acks(), {"epoch": 1, "checkpoint_id": 1, **fields})

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
+from acknowledgements import acknowledgement
 from lifecycle_ops import Passthrough, Union2, batch
 
 from flintlock.core.checkpoint.finished_subtasks import (
@@ -124,13 +125,8 @@ def test_an_input_that_ended_in_one_subtask_only_ends_once_there(
 
 
 def test_a_vertex_is_fully_finished_once_all_its_subtasks_finished() -> None:
-    def ack(task: str, subtask: int, finished: bool, at: int | None = None) -> dict:
-        return {
-            "task_name": task,
-            "subtask_index": subtask,
-            "finished": finished,
-            "finished_at": at,
-        }
+    def ack(task: str, subtask: int, finished: bool, at: int | None = None) -> Any:
+        return acknowledgement(task, subtask, 5, finished=finished, finished_at=at)
 
     acknowledgements = [
         ack("short", 0, True, 2),
@@ -332,9 +328,9 @@ def test_finished_subtasks_stay_finished_at_equal_parallelism_and_run_again_resc
 
 def test_checkpoint_metadata_records_every_finished_subtask() -> None:
     acknowledgements = [
-        {"task_name": "src", "subtask_index": 1, "finished": False, "finished_at": None},
-        {"task_name": "src", "subtask_index": 0, "finished": True, "finished_at": 1},
-        {"task_name": "sink", "subtask_index": 0, "finished": True},  # from before finished_at
+        acknowledgement("src", 1, 4, finished=False, finished_at=None),
+        acknowledgement("src", 0, 4, finished=True, finished_at=1),
+        acknowledgement("sink", 0, 4, finished=True),  # from before finished_at
     ]
     assert subtasks_finished(acknowledgements, 4) == {"sink": {"0": 4}, "src": {"0": 1}}
     assert fully_finished(acknowledgements, 4) == {"sink": 4}

@@ -15,7 +15,7 @@ from lifecycle_ops import Passthrough, batch
 from flintlock.cli import main
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, CompletedCheckpoint
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import LifecycleError, PluginError
 from flintlock.core.events import CheckpointBarrier
@@ -89,7 +89,9 @@ def graph() -> JobGraph:
     return build_job_graph([source, summing, sink])
 
 
-def acknowledgement(task: str, subtask: int, rows: int, size: int, start: float) -> dict[str, Any]:
+def acknowledgement(
+    task: str, subtask: int, rows: int, size: int, start: float
+) -> TaskAcknowledgement:
     """An acknowledgement as a subtask sends it (a real one, renamed and with figures)."""
     harness = OneInputHarness(
         Passthrough("op"), task_name=task, subtask_index=subtask, parallelism=2
@@ -102,7 +104,8 @@ def acknowledgement(task: str, subtask: int, rows: int, size: int, start: float)
         name: [start + t0 - first, start + t1 - first] for name, (t0, t1) in reported.items()
     }
     document.pop("metrics", None)  # each test says which metrics it records
-    return {**document, "records_in": rows, "records_out": rows, "size_bytes": size}
+    document = {**document, "records_in": rows, "records_out": rows, "size_bytes": size}
+    return TaskAcknowledgement.from_json(document)
 
 
 def folder_at(path: Path) -> JobFolder:
@@ -236,13 +239,15 @@ def test_metrics_are_summed_per_vertex(tmp_path: Path) -> None:
     folder = folder_at(tmp_path)
     checkpoint = completed(1, "r", [1, 1, 1, 1])
     for i, ack in enumerate(checkpoint.acknowledgements):
-        ack["metrics"] = {
-            "numRecordsOut": 10 * (i + 1),
-            "currentInputWatermark": 100 - i,
-            "time": 1e9 + i,
-            "operators": {"op": {"user": {"seen": i}}},
-            "ok": True,
-        }
+        ack.metrics.update(
+            {
+                "numRecordsOut": 10 * (i + 1),
+                "currentInputWatermark": 100 - i,
+                "time": 1e9 + i,
+                "operators": {"op": {"user": {"seen": i}}},
+                "ok": True,
+            }
+        )
     RunLog(folder, graph()).record_epoch(plan("r", 1, None), checkpoint, {})
     assert job_report(folder.path).metrics == {  # subtasks 0, 1 are numbers; 2, 3 the sum
         1: {
@@ -415,9 +420,9 @@ def test_a_job_without_event_time_says_so_in_one_line(tmp_path: Path) -> None:
         final = checkpoint_id == 120
         checkpoint = completed(checkpoint_id, "r", [1, 1, 1, 1])
         for ack in checkpoint.acknowledgements:
-            ack["metrics"] = {"numRecordsOut": 1, "currentInputWatermark": 2**63 - 1}
+            ack.metrics.update({"numRecordsOut": 1, "currentInputWatermark": 2**63 - 1})
             if not final:
-                ack["metrics"].pop("currentInputWatermark")  # None: not numeric, not kept
+                ack.metrics.pop("currentInputWatermark")  # None: not numeric, not kept
         ended = dict.fromkeys(none_yet, 2**63 - 1)
         figures = {"final": final, "watermarks": ended if final else none_yet}
         log.record_epoch(plan("r", checkpoint_id, None, final), checkpoint, figures)

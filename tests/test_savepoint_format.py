@@ -21,7 +21,7 @@ from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import relative_path, resolve_path
 from flintlock.core.checkpoint.savepoints import new_savepoint_root
-from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskSnapshot
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
 from flintlock.testing import OneInputHarness, rescale
@@ -76,9 +76,9 @@ def run_epoch(
     checkpoint_id: int,
     snapshot_root: str | None = None,
     old: list[TaskSnapshot] | None = None,
-) -> tuple[list[dict[str, Any]], list[tuple]]:
+) -> tuple[list[TaskAcknowledgement], list[tuple]]:
     """One epoch of subtasks at ``parallelism`` (a row to its key group's owner); returns
-    the acknowledgements (as JSON) and the rows emitted."""
+    the acknowledgements (through JSON, as the driver reads them) and the rows emitted."""
     acks, output = [], []
     for subtask in range(parallelism):
         harness = OneInputHarness(
@@ -100,7 +100,7 @@ def run_epoch(
             harness.process_records(owner, schema=SCHEMA)
         harness.checkpoint(checkpoint_id, kind="savepoint" if snapshot_root else "checkpoint")
         assert harness.acknowledgement is not None
-        acks.append(harness.acknowledgement.to_json())
+        acks.append(TaskAcknowledgement.from_json(harness.acknowledgement.to_json()))
         output += [(r["k"], r["v"], r["total"]) for r in harness.output_rows()]
     return acks, sorted(output)
 
@@ -214,7 +214,7 @@ def test_checkpoints_written_with_full_paths_still_read(tmp_path: Path) -> None:
     coordinator.complete(1, "run1", True, acks, {("sums", 0), ("sums", 1)})
     chk1 = tmp_path / "chk" / "sums" / "checkpoints" / "chk-1"
     for ack in acks:  # rewrite each manifest as flintlock wrote them before: full paths
-        path = Path(ack["manifest_path"])
+        path = Path(ack.manifest_path)
         relative = TaskSnapshot.from_json(json.loads(path.read_text()), str(path.parent))
         old = asdict(relative)
         old["operators"] = {k: asdict(v) for k, v in relative.operators.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 
@@ -14,6 +14,12 @@ from flintlock.core.task_info import TaskInfo
 
 OUTPUT_MODES = ("error", "append", "overwrite")
 """What a new run may do to output that already holds data (as Spark's save modes)."""
+
+TxnT = TypeVar("TxnT")
+"""A sink's transaction: what its writer keeps for one checkpoint (never serialised)."""
+CommT = TypeVar("CommT")
+"""A sink's committable: a JSON value (a TypedDict, a str), recorded in the task's
+acknowledgement and the checkpoint metadata as it is, and handed back to the committer."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,12 @@ class CommitContext:
         return f"{self.job_dir}/sinks/{kind}-{safe_name(self.sink_uid or 'sink')}.json"
 
 
-class TwoPhaseCommitSink(ABC):
+class TwoPhaseCommitSink(ABC, Generic[TxnT, CommT]):
     """A sink whose writes become visible only when their checkpoint completes.
+
+    Generic over its transaction type and its committable type, e.g.
+    ``FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile])``; committables are
+    JSON values (a TypedDict says which keys), never pickled.
 
     Writer side (in tasks): ``begin_transaction``, ``write``, ``finish`` (flush the last
     data), ``pre_commit`` -> JSON committables, ``abort``. Committer side (on the driver),
@@ -98,53 +108,53 @@ class TwoPhaseCommitSink(ABC):
     # ---- writer side (tasks) ----
 
     @abstractmethod
-    def begin_transaction(self, context: SinkWriterContext, checkpoint_id: int) -> Any:
+    def begin_transaction(self, context: SinkWriterContext, checkpoint_id: int) -> TxnT:
         """Start the transaction that checkpoint ``checkpoint_id`` will commit."""
 
     @abstractmethod
-    def write(self, transaction: Any, batch: pa.RecordBatch) -> None:
+    def write(self, transaction: TxnT, batch: pa.RecordBatch) -> None:
         """Write a batch into the transaction (invisible to readers until commit)."""
 
-    def finish(self, transaction: Any) -> None:  # noqa: B027 - optional
+    def finish(self, transaction: TxnT) -> None:
         """Flush buffered rows: the input ended, no more writes follow (FLIP-147)."""
 
     @abstractmethod
-    def pre_commit(self, transaction: Any) -> list[Any]:
+    def pre_commit(self, transaction: TxnT) -> list[CommT]:
         """Make the transaction durable; returns its JSON committables.
 
         Committables should carry what the committer needs to verify them (e.g. each
         staged file's size and row count), so a damaged file is refused, not published."""
 
     @abstractmethod
-    def abort(self, transaction: Any) -> None:
+    def abort(self, transaction: TxnT) -> None:
         """Drop a transaction that will never be committed (failure or cancel); called
         before or after ``pre_commit``."""
 
     # ---- committer side (driver) ----
 
-    def check_output(self, context: OutputCheckContext) -> None:  # noqa: B027 - optional
+    def check_output(self, context: OutputCheckContext) -> None:
         """Before Spark starts, on the driver: refuse (SinkOutputError, naming the sink,
         the output and what does not fit) what the sink's own configuration and
         ``input_schema`` show cannot work — an unreachable server, a table whose columns
         do not fit the stream, a missing server setting. Called once per start, before the
         job's folder is read; not when a start returns a finished run's stored result."""
 
-    def prepare_output(self, context: CommitContext) -> None:  # noqa: B027 - optional
+    def prepare_output(self, context: CommitContext) -> None:
         """Before a new run of the job writes anything, under the job's lease: check that
         the output may take it (the sink's output mode against the data it holds); raise
         SinkOutputError to refuse. Not called when a start only completes a pending
         commit or returns a finished run's result."""
 
     @abstractmethod
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[CommT]) -> None:
         """Make the committables of a completed checkpoint visible. Must be idempotent:
         after a crash it runs again with the same committables, some already committed."""
 
-    def post_commit(self, context: CommitContext, committables: list[Any]) -> None:  # noqa: B027
+    def post_commit(self, context: CommitContext, committables: list[CommT]) -> None:
         """A global step after the commit of every checkpoint, the final one included,
         with the committables just committed. Must be idempotent, like ``commit``: a
         driver that dies after it ran calls it again for the same checkpoint."""
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:  # noqa: B027
+    def abort_uncommitted(self, context: CommitContext, keep: list[CommT]) -> None:
         """At a job start: remove what this job left that no completed checkpoint
         references (``keep``) — never another job's files."""

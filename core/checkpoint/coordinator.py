@@ -4,8 +4,7 @@ acknowledged it, writes its metadata atomically, then has the sinks commit."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -21,7 +20,8 @@ from flintlock.core.checkpoint.fences import (
 )
 from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks_finished
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path, resolve_path
+from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, read_acknowledgements
 from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.errors import CheckpointError, CommitError, CommittableError
 
@@ -45,7 +45,7 @@ class CompletedCheckpoint:
     checkpoint_id: int
     run_id: str
     final: bool
-    acknowledgements: list[dict[str, Any]]
+    acknowledgements: list[TaskAcknowledgement]
     committables: dict[str, list[Any]] = field(default_factory=dict)
     committed: bool = False
     savepoint: str | None = None
@@ -73,7 +73,7 @@ class CheckpointCoordinator:
         checkpoint_id: int,
         run_id: str,
         final: bool,
-        acknowledgements: list[dict[str, Any]],
+        acknowledgements: list[TaskAcknowledgement],
         expected: set[tuple[str, int]],
         details: dict[str, Any] | None = None,
         snapshot_root: str | None = None,
@@ -85,14 +85,14 @@ class CheckpointCoordinator:
         ``snapshot_root`` (the folder the tasks wrote a savepoint to) the savepoint's own
         self-contained ``_metadata.json`` is written there first, then the job's
         ``chk-<N>`` metadata naming it, last: the job's recovery sees it as checkpoint N."""
-        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        seen: dict[tuple[str, int], TaskAcknowledgement] = {}
         for ack in acknowledgements:
-            key = (ack["task_name"], ack["subtask_index"])
+            key = (ack.task_name, ack.subtask_index)
             if key in seen:
                 raise CheckpointError(f"checkpoint {checkpoint_id}: {key} acknowledged twice")
-            if ack["checkpoint_id"] != checkpoint_id:
+            if ack.checkpoint_id != checkpoint_id:
                 raise CheckpointError(
-                    f"checkpoint {checkpoint_id}: {key} acknowledged {ack['checkpoint_id']}"
+                    f"checkpoint {checkpoint_id}: {key} acknowledged {ack.checkpoint_id}"
                 )
             seen[key] = ack
         missing = sorted(expected - set(seen))
@@ -101,7 +101,7 @@ class CheckpointCoordinator:
         ordered = [seen[key] for key in sorted(seen)]
         committables: dict[str, list[Any]] = {}
         for ack in ordered:
-            for sink, items in ack["committables"].items():
+            for sink, items in ack.committables.items():
                 committables.setdefault(sink, []).extend(items)
         checkpoint = CompletedCheckpoint(
             checkpoint_id,
@@ -144,7 +144,7 @@ class CheckpointCoordinator:
         return checkpoint
 
     def _write_savepoint(
-        self, root: str, document: dict[str, Any], acknowledgements: list[dict[str, Any]]
+        self, root: str, document: dict[str, Any], acknowledgements: list[TaskAcknowledgement]
     ) -> str:
         """Write the savepoint's own metadata in ``root``; returns its path.
 
@@ -152,13 +152,13 @@ class CheckpointCoordinator:
         State only: committables are committed by the job through its ``chk-<N>``."""
         checkpoint_id = document["checkpoint_id"]
         for ack in acknowledgements:
-            if not lies_under(str(ack.get("manifest_path")), root):
+            if not lies_under(ack.manifest_path, root):
                 raise CheckpointError(
-                    f"savepoint {checkpoint_id}: '{ack['task_name']}' subtask "
-                    f"{ack['subtask_index']} wrote its snapshot to {ack.get('manifest_path')}, "
+                    f"savepoint {checkpoint_id}: '{ack.task_name}' subtask "
+                    f"{ack.subtask_index} wrote its snapshot to {ack.manifest_path}, "
                     f"outside the savepoint's folder {root}"
                 )
-        acks = [{**ack, "committables": {}} for ack in acknowledgements]
+        acks = [replace(ack, committables={}) for ack in acknowledgements]
         path = f"{root}/{METADATA}"
         own = {**document, "acknowledgements": _relative_manifests(root, acks)}
         self._write_metadata(path, own, "savepoint", checkpoint_id)
@@ -352,10 +352,7 @@ class CheckpointCoordinator:
                 raise ValueError(
                     f"checkpoint_id {document['checkpoint_id']} in folder chk-{checkpoint_id}"
                 )
-            acknowledgements = [
-                _with_manifest(ack, lambda path: resolve_path(folder, path))
-                for ack in document["acknowledgements"]
-            ]
+            acknowledgements = read_acknowledgements(document["acknowledgements"], path)
             savepoint = document.get("savepoint")
             checkpoint = CompletedCheckpoint(
                 checkpoint_id,
@@ -376,16 +373,10 @@ class CheckpointCoordinator:
 
 
 def _relative_manifests(
-    folder: str, acknowledgements: list[dict[str, Any]]
+    folder: str, acknowledgements: list[TaskAcknowledgement]
 ) -> list[dict[str, Any]]:
     """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
     return [
-        _with_manifest(ack, lambda path: relative_path(folder, path)) for ack in acknowledgements
+        replace(ack, manifest_path=relative_path(folder, ack.manifest_path)).to_json()
+        for ack in acknowledgements
     ]
-
-
-def _with_manifest(ack: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
-    """``ack`` with its manifest path (if it names one) passed through ``change``."""
-    if "manifest_path" not in ack:
-        return ack
-    return {**ack, "manifest_path": change(ack["manifest_path"])}

@@ -14,14 +14,14 @@ exhausted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flintlock.core.errors import GraphError
 from flintlock.core.plan.graph import JobGraph, JobVertex
 
 if TYPE_CHECKING:
     from flintlock.core.checkpoint.reader import Checkpoint
-    from flintlock.core.checkpoint.snapshots import TaskRestore, TaskSnapshot
+    from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
     from flintlock.core.sources.epochs import EpochSplits
 
 Finished = dict[tuple[int, int], int]
@@ -123,13 +123,15 @@ def _fed_by_finished(graph: JobGraph, vertex: JobVertex, subtask: int, finished:
     return True
 
 
-def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -> dict[str, int]:
+def fully_finished(
+    acknowledgements: list[TaskAcknowledgement], checkpoint_id: int
+) -> dict[str, int]:
     """Vertex name -> the checkpoint it finished in, for each vertex whose subtasks all
     acknowledged ``checkpoint_id`` as finished (a fully finished vertex, FLIP-147); an
     acknowledgement without the flag is of a subtask that did not finish."""
     finished: dict[str, int | None] = {}
     for ack in acknowledgements:
-        name = ack["task_name"]
+        name = ack.task_name
         at = _finished_at(ack, checkpoint_id)
         known = finished.get(name, at)
         finished[name] = None if at is None or known is None else max(known, at)
@@ -137,22 +139,22 @@ def fully_finished(acknowledgements: list[dict[str, Any]], checkpoint_id: int) -
 
 
 def subtasks_finished(
-    acknowledgements: list[dict[str, Any]], checkpoint_id: int
+    acknowledgements: list[TaskAcknowledgement], checkpoint_id: int
 ) -> dict[str, dict[str, int]]:
     """Vertex name -> {subtask index (as a JSON key): the checkpoint it finished in}, for
     every subtask that acknowledged ``checkpoint_id`` as finished, whether its vertex
     finished fully or its siblings go on (FLIP-147 at subtask granularity)."""
     finished: dict[str, dict[str, int]] = {}
-    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
+    for ack in sorted(acknowledgements, key=lambda a: (a.task_name, a.subtask_index)):
         at = _finished_at(ack, checkpoint_id)
         if at is not None:
-            finished.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = at
+            finished.setdefault(ack.task_name, {})[str(ack.subtask_index)] = at
     return finished
 
 
-def _finished_at(ack: dict[str, Any], checkpoint_id: int) -> int | None:
+def _finished_at(ack: TaskAcknowledgement, checkpoint_id: int) -> int | None:
     """The checkpoint an acknowledging subtask finished in (this one for an ack from
     before ``finished_at``); None if it did not finish."""
-    if not ack.get("finished"):
+    if not ack.finished:
         return None
-    return int(ack.get("finished_at") or checkpoint_id)
+    return ack.finished_at or checkpoint_id

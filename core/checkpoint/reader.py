@@ -18,9 +18,13 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.coordinator import CHECKPOINT_FOLDER, COMMITTED, METADATA
 from flintlock.core.checkpoint.fences import is_fence
 from flintlock.core.checkpoint.job_folder import IDENTITY
-from flintlock.core.checkpoint.paths import parent_folder, resolve_path
+from flintlock.core.checkpoint.paths import parent_folder
 from flintlock.core.checkpoint.retries import retrying
-from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.core.checkpoint.snapshots import (
+    TaskAcknowledgement,
+    TaskSnapshot,
+    read_acknowledgements,
+)
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.errors import CheckpointError
 
@@ -155,7 +159,7 @@ def load_checkpoint(path: str, storage: CheckpointStorage | None = None) -> Chec
     try:
         job_name, job_id = str(document["job_name"]), str(document["job_id"])
         checkpoint_id = int(document["checkpoint_id"])
-        acknowledgements = list(document["acknowledgements"])
+        recorded = document["acknowledgements"]
         run_id, final = str(document["run_id"]), bool(document["final"])
         described = dict(document.get("operators") or {})
         kind = str(document.get("kind", "checkpoint"))
@@ -171,6 +175,7 @@ def load_checkpoint(path: str, storage: CheckpointStorage | None = None) -> Chec
             f"chk-{match.group(1)}: it was copied from another checkpoint"
         )
     _check_job_identity(storage, folder, metadata, job_name, job_id)
+    acknowledgements = read_acknowledgements(recorded, metadata)
     subtasks = [_read_manifest(storage, ack, checkpoint_id, metadata) for ack in acknowledgements]
     default_max = subtasks[0].max_parallelism if subtasks else 128
     return Checkpoint(
@@ -282,17 +287,9 @@ def _savepoint_folder(document: dict[str, Any], folder: str) -> str | None:
 
 
 def _read_manifest(
-    storage: CheckpointStorage, ack: dict[str, Any], checkpoint_id: int, metadata: str
+    storage: CheckpointStorage, ack: TaskAcknowledgement, checkpoint_id: int, metadata: str
 ) -> TaskSnapshot:
-    try:
-        recorded, task, subtask = ack["manifest_path"], ack["task_name"], ack["subtask_index"]
-        path = resolve_path(parent_folder(metadata), recorded)
-    except (KeyError, TypeError) as error:
-        raise CheckpointError(
-            f"the checkpoint metadata {metadata} is damaged: an acknowledgement lacks {error!r}"
-        ) from error
-    except ValueError as error:
-        raise CheckpointError(f"the checkpoint metadata {metadata} is damaged: {error}") from error
+    path, task, subtask = ack.manifest_path, ack.task_name, ack.subtask_index
     document = storage.read_json(path)
     try:
         snapshot = TaskSnapshot.from_json(document, parent_folder(path))

@@ -7,10 +7,12 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import CheckpointError
 
@@ -18,15 +20,15 @@ if TYPE_CHECKING:
     from flintlock.core.plan.execution import ExecutionPlan
 
 EpochEndSavepoint = Callable[
-    ["ExecutionPlan", list[dict[str, Any]]], tuple[list[dict[str, Any]], str | None]
+    ["ExecutionPlan", list[TaskAcknowledgement]], tuple[list[TaskAcknowledgement], str | None]
 ]
 """An epoch's acknowledgements -> them as its checkpoint completes, and the savepoint
 folder they lie in (None: a checkpoint)."""
 
 
 def as_planned(
-    plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], str | None]:
+    plan: ExecutionPlan, acknowledgements: list[TaskAcknowledgement]
+) -> tuple[list[TaskAcknowledgement], str | None]:
     """The epoch's snapshots where its plan had them written (no stop came meanwhile)."""
     return acknowledgements, plan.snapshot_root
 
@@ -64,15 +66,15 @@ def free_savepoint_root(storage: CheckpointStorage, folder: str, checkpoint_id: 
 
 
 def snapshots_moved_to(
-    storage: CheckpointStorage, acknowledgements: list[dict[str, Any]], root: str
-) -> list[dict[str, Any]]:
+    storage: CheckpointStorage, acknowledgements: list[TaskAcknowledgement], root: str
+) -> list[TaskAcknowledgement]:
     """Copy each acknowledged subtask snapshot's folder into the savepoint folder ``root``
     (the layout tasks write a savepoint in) and return the acknowledgements naming the
     copies; the originals are removed. A manifest records its files relative to its
     folder, so a copied folder reads as it is."""
     moved = []
     for ack in acknowledgements:
-        manifest = str(ack["manifest_path"])
+        manifest = ack.manifest_path
         folder = manifest.rsplit("/", 1)[0]
         task_folder, attempt = folder.rsplit("/", 1)
         target = f"{root.rstrip('/')}/{task_folder.rsplit('/', 1)[1]}/{attempt}"
@@ -83,8 +85,8 @@ def snapshots_moved_to(
             source_filesystem=storage.filesystem,
             destination_filesystem=storage.filesystem,
         )
-        moved.append({**ack, "manifest_path": f"{target}/{manifest.rsplit('/', 1)[1]}"})
+        moved.append(replace(ack, manifest_path=f"{target}/{manifest.rsplit('/', 1)[1]}"))
     for ack in acknowledgements:
         with contextlib.suppress(Exception):  # only space: nothing names them any more
-            storage.delete_dir(str(ack["manifest_path"]).rsplit("/", 1)[0])
+            storage.delete_dir(ack.manifest_path.rsplit("/", 1)[0])
     return moved

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from flintlock.core.checkpoint.paths import relative_path, resolve_path
+from flintlock.core.checkpoint.paths import parent_folder, relative_path, resolve_path
+from flintlock.core.errors import CheckpointError
 from flintlock.core.events import SnapshotKind
 from flintlock.core.exchange.key_groups import key_group_range
 
@@ -189,7 +190,92 @@ class TaskAcknowledgement:
     -> [start, end] in wall-clock seconds; one entry per phase, never per record."""
     metrics: dict[str, Any] = field(default_factory=dict)
     """The subtask's metrics of the epoch (core/metrics/subtask.py); empty when off."""
+    vertex: int | None = None
+    """The acknowledging vertex's id, set as the acknowledgement leaves its task."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (travels in an ACK message)."""
-        return asdict(self)
+        """A JSON-ready dict: the ACK message's payload and a checkpoint metadata entry."""
+        document = asdict(self)
+        if self.vertex is None:
+            del document["vertex"]
+        return document
+
+    @classmethod
+    def from_json(cls, document: Any) -> TaskAcknowledgement:
+        """Inverse of ``to_json``, strict: a field every acknowledgement carried from the
+        first missing, one of the wrong type, or one unknown is a CheckpointError naming
+        the subtask; fields added since default (older checkpoint metadata lacks them)."""
+        if not isinstance(document, dict):
+            raise CheckpointError(f"an acknowledgement is no JSON object: {document!r:.80}")
+        who = _subtask_named(document)
+        unknown = sorted(set(document) - set(_FIELDS))
+        if unknown:
+            raise CheckpointError(f"the acknowledgement of {who} has unknown fields {unknown}")
+        for name, types in _FIELDS.items():
+            if name not in document:
+                if name in _REQUIRED:
+                    raise CheckpointError(f"the acknowledgement of {who} lacks {name!r}")
+            elif not _is_a(document[name], types):
+                raise CheckpointError(
+                    f"the acknowledgement of {who} has {name!r} = {document[name]!r:.80}, "
+                    f"not of type {' or '.join(t.__name__ for t in types)}"
+                )
+        return cls(**document)
+
+
+def read_acknowledgements(documents: Any, metadata: str) -> list[TaskAcknowledgement]:
+    """The acknowledgements the metadata file ``metadata`` records, manifest paths resolved
+    under its folder; a damaged one is a CheckpointError naming the file and the subtask."""
+    folder = parent_folder(metadata)
+    try:
+        return [
+            replace(ack, manifest_path=resolve_path(folder, ack.manifest_path))
+            for ack in map(TaskAcknowledgement.from_json, documents)
+        ]
+    except (CheckpointError, TypeError, ValueError) as error:
+        raise CheckpointError(f"the checkpoint metadata {metadata} is damaged: {error}") from error
+
+
+_REQUIRED = (
+    "checkpoint_id",
+    "task_name",
+    "subtask_index",
+    "attempt_id",
+    "manifest_path",
+    "size_bytes",
+    "finished",
+    "committables",
+    "records_out",
+)
+"""The fields every acknowledgement has carried since the first checkpoint format."""
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "checkpoint_id": (int,),
+    "task_name": (str,),
+    "subtask_index": (int,),
+    "attempt_id": (int,),
+    "manifest_path": (str,),
+    "size_bytes": (int,),
+    "finished": (bool,),
+    "committables": (dict,),
+    "records_out": (int,),
+    "records_in": (int,),
+    "duration_seconds": (float, int),
+    "finished_at": (int, type(None)),
+    "lifecycle_phases": (dict,),
+    "metrics": (dict,),
+    "vertex": (int, type(None)),
+}
+"""Each field of an acknowledgement in JSON and the types it may have there."""
+
+
+def _is_a(value: Any, types: tuple[type, ...]) -> bool:
+    """``isinstance``, except that a bool is no int (JSON keeps them apart)."""
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _subtask_named(document: dict[str, Any]) -> str:
+    """'task' subtask N as far as a (maybe damaged) acknowledgement names it."""
+    task = document.get("task_name", "<no task_name>")
+    return f"{task!r} subtask {document.get('subtask_index', '<no subtask_index>')}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -123,8 +124,7 @@ class MessageWriter:
         barrier = self.plan.barrier
         payload = encode_json({"kind": barrier.kind, "final": barrier.final})
         self._to_all(Kind.BARRIER, barrier.checkpoint_id, payload)
-        document = acknowledgement.to_json()
-        document["vertex"] = self.vertex.id
+        document = replace(acknowledgement, vertex=self.vertex.id).to_json()
         self.send_towards_driver(Kind.ACK, encode_json(document))
 
     def report_phases(self, task: TaskInfo, phases: dict[str, list[float]]) -> None:

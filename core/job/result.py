@@ -107,9 +107,9 @@ class JobResults:
         records: dict[str, int] = {}
         seconds: dict[str, float] = {}
         for ack in checkpoint.acknowledgements if checkpoint is not None else []:
-            name = ack["task_name"]
-            records[name] = records.get(name, 0) + ack["records_out"]
-            seconds[name] = max(seconds.get(name, 0.0), ack.get("duration_seconds", 0.0))
+            name = ack.task_name
+            records[name] = records.get(name, 0) + ack.records_out
+            seconds[name] = max(seconds.get(name, 0.0), ack.duration_seconds)
         if records_out is not None:
             records = dict(records_out)
         collected = {

@@ -36,7 +36,7 @@ from flintlock.core.checkpoint.savepoints import (
     new_savepoint_root,
     snapshots_moved_to,
 )
-from flintlock.core.checkpoint.snapshots import TaskRestore
+from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore
 from flintlock.core.errors import CheckpointError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
@@ -307,7 +307,7 @@ class JobRun:
         names = {name: name for name in stored.operators()}
         return plan_restores(RestoreSource(stored, names, []), self.graph)
 
-    def _read_messages(self, messages: pa.Table) -> list[dict[str, Any]]:
+    def _read_messages(self, messages: pa.Table) -> list[TaskAcknowledgement]:
         """Acknowledgements for the coordinator; reports go back to their plugins. The last
         stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
         check_for_driver(messages)
@@ -318,15 +318,16 @@ class JobRun:
         for kind, payload in zip(kinds, payloads, strict=True):
             document = decode_json(payload)
             if kind == Kind.ACK:
-                acknowledgements.append(document)
+                acknowledgements.append(TaskAcknowledgement.from_json(document))
             elif kind == Kind.REPORT and "lifecycle_phases" in document:
                 phases[subtask_attempt(document)] = document["lifecycle_phases"]
             elif kind == Kind.REPORT:
                 reports.append(document)
         merge_reports(self.config.plugins, reports)  # to the plugins, through their hook
-        for acknowledgement in acknowledgements:  # times of close come after the ack
-            acknowledgement["lifecycle_phases"] = phases.get(subtask_attempt(acknowledgement), {})
-        return acknowledgements
+        return [  # times of close come after the ack
+            replace(ack, lifecycle_phases=phases.get(ack_attempt(ack), {}))
+            for ack in acknowledgements
+        ]
 
     # ---- savepoints ----
 
@@ -339,8 +340,8 @@ class JobRun:
         return free_savepoint_root(self.storage, default, checkpoint_id)
 
     def savepoint_at_epoch_end(
-        self, plan: ExecutionPlan, acknowledgements: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], str | None]:
+        self, plan: ExecutionPlan, acknowledgements: list[TaskAcknowledgement]
+    ) -> tuple[list[TaskAcknowledgement], str | None]:
         """A stop without drain or a savepoint asked while the epoch ran is taken at its
         end, as Flink takes either at the next barrier: the epoch's snapshots move into a
         new savepoint folder and its checkpoint completes as that savepoint
@@ -372,5 +373,10 @@ class JobRun:
 
 
 def subtask_attempt(document: dict[str, Any]) -> tuple[str, int, int]:
-    """The (task, subtask, attempt) an acknowledgement or phase report comes from."""
+    """The (task, subtask, attempt) a phase report comes from."""
     return document["task_name"], document["subtask_index"], document["attempt_id"]
+
+
+def ack_attempt(ack: TaskAcknowledgement) -> tuple[str, int, int]:
+    """The (task, subtask, attempt) an acknowledgement comes from."""
+    return ack.task_name, ack.subtask_index, ack.attempt_id

@@ -35,10 +35,10 @@ def record_epoch(
     records_in: dict[str, int] = {}
     size = 0
     for ack in checkpoint.acknowledgements:
-        name = ack["task_name"]
-        records[name] = records.get(name, 0) + ack["records_out"]
-        records_in[name] = records_in.get(name, 0) + ack.get("records_in", 0)
-        size += ack.get("size_bytes", 0)
+        name = ack.task_name
+        records[name] = records.get(name, 0) + ack.records_out
+        records_in[name] = records_in.get(name, 0) + ack.records_in
+        size += ack.size_bytes
     for name, count in records.items():
         run.records_out[name] = run.records_out.get(name, 0) + count
     figures = {

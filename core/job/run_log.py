@@ -62,7 +62,7 @@ class RunLog:
         self.record_run(run_id)
         restores = list(plan.restores.values())
         subtasks = [
-            {name: ack[name] for name in SUBTASK_FIELDS if name in ack}
+            {name: getattr(ack, name) for name in SUBTASK_FIELDS}
             for ack in checkpoint.acknowledgements
         ]
         document = {

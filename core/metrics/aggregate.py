@@ -3,9 +3,12 @@ their rates, and their sums per operator and per vertex; and a run's totals."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.metrics.subtask import is_max
+
+if TYPE_CHECKING:
+    from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 
 RECORDS = ("numRecordsIn", "numRecordsOut")
 RATES = ("numRecordsInPerSecond", "numRecordsOutPerSecond")
@@ -117,20 +120,22 @@ def vertex_figures(subtasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def epoch_document(acknowledgements: list[dict[str, Any]], epoch: dict[str, Any]) -> dict[str, Any]:
+def epoch_document(
+    acknowledgements: list[TaskAcknowledgement], epoch: dict[str, Any]
+) -> dict[str, Any]:
     """One epoch's metrics: ``epoch``'s fields (epoch, checkpoint_id, kind, final,
     seconds, time, intervalSeconds), the vertices' figures and the checkpoint's. Rates
     are per second of ``intervalSeconds`` (the wall-clock time since the previous epoch
     ended), or of the epoch's own ``seconds`` where no interval is given."""
     wall_seconds = epoch.get("intervalSeconds") or epoch.get("seconds") or 0.0
     by_vertex: dict[str, dict[str, Any]] = {}
-    for ack in sorted(acknowledgements, key=lambda a: (a["task_name"], a["subtask_index"])):
-        metrics = ack.get("metrics") or {}
+    for ack in sorted(acknowledgements, key=lambda a: (a.task_name, a.subtask_index)):
+        metrics = ack.metrics
         figures = with_rates(metrics, wall_seconds) if metrics else {"finished": True}
-        figures.setdefault("numRecordsIn", ack.get("records_in", 0))
-        figures.setdefault("numRecordsOut", ack.get("records_out", 0))
-        figures["checkpointSizeBytes"] = metrics.get("checkpointSizeBytes", ack["size_bytes"])
-        by_vertex.setdefault(ack["task_name"], {})[str(ack["subtask_index"])] = figures
+        figures.setdefault("numRecordsIn", ack.records_in)
+        figures.setdefault("numRecordsOut", ack.records_out)
+        figures["checkpointSizeBytes"] = metrics.get("checkpointSizeBytes", ack.size_bytes)
+        by_vertex.setdefault(ack.task_name, {})[str(ack.subtask_index)] = figures
     vertices = {name: vertex_figures(subtasks) for name, subtasks in by_vertex.items()}
     per_subtask = {
         name: {i: m["checkpointSizeBytes"] for i, m in subtasks.items()}

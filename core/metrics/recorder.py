@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.metrics import prometheus
 from flintlock.core.metrics.aggregate import add_epoch, epoch_document, new_totals, run_totals
+
+if TYPE_CHECKING:
+    from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 
 METRICS_ENV = "FLINTLOCK_METRICS"
 """``0`` turns metrics off for ``execute()`` calls that do not say."""
@@ -85,7 +88,7 @@ class MetricsRecorder:
             self.server = None
 
     def record(
-        self, acknowledgements: list[dict[str, Any]], epoch: dict[str, Any]
+        self, acknowledgements: list[TaskAcknowledgement], epoch: dict[str, Any]
     ) -> dict[str, Any] | None:
         """One epoch's metrics (None when off): aggregated, written, served."""
         if not self.enabled:

@@ -299,7 +299,7 @@ def metrics_of(entry: dict[str, Any]) -> dict[str, dict[str, float]]:
     found: dict[str, dict[str, float]] = {}
     for subtask in entry.get("subtasks", []):
         metrics = subtask.get("metrics")
-        if not isinstance(metrics, dict):
+        if not isinstance(metrics, dict) or not metrics:  # {}: metrics were off
             continue
         merged = found.setdefault(subtask["task_name"], {})
         for name, value in _numeric_leaves(metrics, ""):
