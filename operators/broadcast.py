@@ -25,7 +25,9 @@ from flintlock.plugin_api import (
 )
 
 
-class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class BroadcastProcessOperator(
+    RowOutputMixin, UdfOperatorMixin[BroadcastProcessFunction], TwoInputStreamOperator
+):
     """Calls ``process_element`` per main row (state read-only) and
     ``process_broadcast_element`` per broadcast row (state writable)."""
 
@@ -48,7 +50,7 @@ class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamO
         self._read_only = BroadcastContext(self, writable=False)
         self._writable = BroadcastContext(self, writable=True)
 
-    def broadcast_state(self, descriptor: StateDescriptor) -> BroadcastState:
+    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState:
         """The broadcast state ``descriptor`` names; it must be declared on broadcast()."""
         if descriptor.name not in self.state_names:
             raise ValueError(
@@ -74,7 +76,7 @@ class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamO
                 ctx._timestamp = stamp
                 process(row, ctx, out)
         else:
-            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+            set_key = self.context.keyed_backend.set_current_key
             for row, key, stamp in zip(rows, self.key_selector.keys(batch), stamps, strict=True):
                 set_key(key)
                 ctx._key, ctx._timestamp = key, stamp

@@ -29,7 +29,7 @@ from flintlock.plugin_api import Row, RowOutputMixin, UdfOperatorMixin, event_ti
 Sides = tuple[KeySelector, KeySelector]
 
 
-class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin[Function], TwoInputStreamOperator):
     """Shared by the joins: per-side keys and event times, output rows as batches."""
 
     def __init__(
@@ -61,7 +61,7 @@ class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperato
         column = self.timestamp_columns[side]
         stamps = event_times(batch, column)
         keys = self.key_selectors[side].keys(batch)
-        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+        set_key = self.context.keyed_backend.set_current_key
         for row, key, stamp in zip(rows_of(batch), keys, stamps, strict=True):
             if stamp is None:
                 raise WindowError(
@@ -79,6 +79,8 @@ class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperato
 class IntervalJoinOperator(_KeyedTwoInputJoin):
     """Joins a left row at t with the right rows in [t + lower, t + upper] (Flink's
     IntervalJoinOperator); rows behind the watermark are late and dropped."""
+
+    function: ProcessJoinFunction
 
     def __init__(
         self,

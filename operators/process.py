@@ -61,7 +61,7 @@ def as_key_selector(key: KeyLike) -> KeySelector:
     return ColumnsKey(columns)
 
 
-class _CollectingOperator(RowOutputMixin, UdfOperatorMixin):
+class _CollectingOperator(RowOutputMixin, UdfOperatorMixin[Any]):
     """Shared by the process operators: a collector flushed as one batch per step, side
     outputs (``ctx.output``) flushed with it, and timers of both domains into ``on_timer``."""
 
@@ -140,11 +140,11 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
             # the key column's values are the keys: taken once, checked per distinct key
             columns = list(map(column_values, batch.columns))
             distinct = column_values(pc.unique(batch.column(index)))
-            self.context.keyed_backend.check_keys(distinct)  # type: ignore[union-attr]
+            self.context.keyed_backend.check_keys(distinct)
             leading.append(columns[index])
         elif selector is not None:
             keys = selector.keys(batch)
-            self.context.keyed_backend.check_keys(keys)  # type: ignore[union-attr]
+            self.context.keyed_backend.check_keys(keys)
             leading.append(keys)
         if self.timestamp_column is not None:
             leading.append(event_times(batch, self.timestamp_column))
@@ -253,7 +253,7 @@ class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
                 process(row, ctx, out)
         else:
             keys = self.key_selectors[side].keys(batch)
-            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
+            set_key = self.context.keyed_backend.set_current_key
             for row, key, stamp in zip(rows, keys, stamps, strict=True):
                 set_key(key)
                 ctx._key, ctx._timestamp = key, stamp

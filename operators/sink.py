@@ -11,7 +11,7 @@ from flintlock import OneInputStreamOperator, SinkFunction, TwoPhaseCommitSink, 
 from flintlock.plugin_api import SinkWriterContext, UdfOperatorMixin, overrides, rows_of
 
 
-class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
+class SinkOperator(UdfOperatorMixin[SinkFunction], OneInputStreamOperator):
     """Writes each batch with ``write_batch`` (fast path) or ``invoke`` per record."""
 
     def __init__(self, function: SinkFunction, name: str | None = None) -> None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
 from flintlock.plugin_api import CommitContext, OutputCheckContext, SinkWriterContext
 from flintlock.sinks import postgres_sql as pgsql
+from flintlock.sinks.optional import require
 from flintlock.sinks.postgres_sql import psycopg, sql
 
 WRITES = ("insert", "upsert")
@@ -97,7 +98,7 @@ class PostgresSink(TwoPhaseCommitSink):
                 raise SinkOutputError(f"PostgresSink: key columns {missing} are not in {schema}")
             for field in schema:
                 pgsql.pg_type(field.type, field.name)
-        pgsql.require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
+        require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
         self.conninfo = conninfo
         self.table = table
         self.write_mode = write

@@ -31,9 +31,8 @@ def uses_of_any(source: str) -> int:
     """The uses of ``Any`` in one module's source."""
     count = 0
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Name) and node.id == "Any":
-            count += 1
-        elif isinstance(node, ast.Attribute) and node.attr == "Any":
+        named = isinstance(node, ast.Name) and node.id == "Any"
+        if named or (isinstance(node, ast.Attribute) and node.attr == "Any"):
             count += 1
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             count += uses_in_string_annotation(node.value)
@@ -78,8 +77,8 @@ def definition(root: Path, module: str, name: str, depth: int = 0) -> ast.AST | 
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return node
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if any((alias.asname or alias.name) == name for alias in node.names):
-                original = next(a.name for a in node.names if (a.asname or a.name) == name)
+            original = next((a.name for a in node.names if (a.asname or a.name) == name), None)
+            if original is not None:
                 return definition(root, node.module, original, depth + 1)
     return None
 

@@ -139,7 +139,8 @@ class CheckpointCoordinator:
                 try:
                     self.storage.filesystem.delete_file(savepoint_metadata)
                 except OSError as cleanup:
-                    error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
+                    if hasattr(error, "add_note"):  # Python 3.11+; 3.10 keeps the error as is
+                        error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
             raise
         return checkpoint
 

@@ -31,7 +31,7 @@ class BroadcastContext:
         self._timestamp: int | None = None
 
     def get_broadcast_state(
-        self, descriptor: StateDescriptor
+        self, descriptor: StateDescriptor[Any]
     ) -> BroadcastState | ReadOnlyBroadcastState:
         """The broadcast state ``descriptor`` names (declared on ``broadcast(...)``)."""
         state = self._operator.broadcast_state(descriptor)
@@ -69,7 +69,7 @@ class KeyedBroadcastProcessFunction(BroadcastProcessFunction):
 class BroadcastStream:
     """A stream sent whole to every subtask, with the broadcast states it may write."""
 
-    def __init__(self, stream: DataStream, descriptors: tuple[StateDescriptor, ...]) -> None:
+    def __init__(self, stream: DataStream, descriptors: tuple[StateDescriptor[Any], ...]) -> None:
         for descriptor in descriptors:
             if not isinstance(descriptor, StateDescriptor):
                 raise GraphError(

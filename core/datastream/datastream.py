@@ -336,7 +336,7 @@ class DataStream(BuildingStream):
             schema=self.schema,
         )
 
-    def broadcast(self, *descriptors: StateDescriptor) -> Any:
+    def broadcast(self, *descriptors: StateDescriptor[Any]) -> Any:
         """Send every batch to every subtask of the next operator. With state descriptors
         (MapStateDescriptor), a BroadcastStream for the broadcast state pattern:
         ``other.connect(stream.broadcast(rules)).process(BroadcastProcessFunction)``."""

@@ -209,9 +209,9 @@ class StreamExecutionEnvironment(SourceMethods):
                 lease_seconds=self.lease_seconds,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            master = JobMaster(spark, self.transformations, config)
+            job_master = JobMaster(spark, self.transformations, config)
             with shown(progress, job_name, spark) as shown_progress:
-                return master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
+                return job_master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
         finally:
             if temporary is not None and not self.keep_temporary_checkpoints:
                 shutil.rmtree(temporary, ignore_errors=True)

@@ -51,7 +51,7 @@ class RowsOutput(ChainingOutput):
 
     def seal(self, owner: str) -> None:
         super().seal(owner)
-        self.emit_rows = self._emit_after_finish  # type: ignore[method-assign]
+        self.emit_rows = self._emit_after_finish  # type: ignore[method-assign,assignment]
 
 
 def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[dict[str, Any]]) -> None:
@@ -116,7 +116,7 @@ class FusedRows:
         output = head.output
         while isinstance(output, RowsOutput) and stages[-1].kind != "process":
             links.append(output)
-            stages.append(output.target.row_stage())
+            stages.append(output.target.row_stage())  # type: ignore[attr-defined]
             output = output.target.output
         self.stages, self.links = stages, links
         self.terminal = stages[-1].operator

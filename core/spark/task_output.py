@@ -56,7 +56,7 @@ def captured_stdout() -> Iterator[None]:
 
     spark_task = TaskContext.get()
     folder = spark_task.getLocalProperty(OUTPUT_PROPERTY) if spark_task is not None else None
-    if not folder or not os.path.isdir(folder):
+    if spark_task is None or not folder or not os.path.isdir(folder):
         yield
         return
     stream = _FileOnFirstWrite(os.path.join(folder, f"{spark_task.taskAttemptId():012d}.txt"))
