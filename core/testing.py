@@ -234,7 +234,8 @@ class TaskHarness:
 
     def output_rows(self) -> list[dict[str, Any]]:
         """Everything emitted, as rows."""
-        return self.output().to_pylist()
+        rows: list[dict[str, Any]] = self.output().to_pylist()
+        return rows
 
     def side_output(self, tag: OutputTag) -> pa.Table:
         """Everything the chain emitted to side output ``tag`` (empty if nothing)."""
@@ -243,7 +244,8 @@ class TaskHarness:
 
     def side_output_rows(self, tag: OutputTag) -> list[dict[str, Any]]:
         """Everything emitted to side output ``tag``, as rows."""
-        return self.side_output(tag).to_pylist()
+        rows: list[dict[str, Any]] = self.side_output(tag).to_pylist()
+        return rows
 
     @property
     def watermarks(self) -> list[int]:

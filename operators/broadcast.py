@@ -76,7 +76,7 @@ class BroadcastProcessOperator(
                 ctx._timestamp = stamp
                 process(row, ctx, out)
         else:
-            set_key = self.context.keyed_backend.set_current_key
+            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
             for row, key, stamp in zip(rows, self.key_selector.keys(batch), stamps, strict=True):
                 set_key(key)
                 ctx._key, ctx._timestamp = key, stamp

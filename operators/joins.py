@@ -61,7 +61,7 @@ class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin[Function], TwoInputStr
         column = self.timestamp_columns[side]
         stamps = event_times(batch, column)
         keys = self.key_selectors[side].keys(batch)
-        set_key = self.context.keyed_backend.set_current_key
+        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
         for row, key, stamp in zip(rows_of(batch), keys, stamps, strict=True):
             if stamp is None:
                 raise WindowError(

@@ -140,11 +140,11 @@ class ProcessOperator(FusedRowsMixin, _CollectingOperator, OneInputStreamOperato
             # the key column's values are the keys: taken once, checked per distinct key
             columns = list(map(column_values, batch.columns))
             distinct = column_values(pc.unique(batch.column(index)))
-            self.context.keyed_backend.check_keys(distinct)
+            self.context.keyed_backend.check_keys(distinct)  # type: ignore[union-attr]
             leading.append(columns[index])
         elif selector is not None:
             keys = selector.keys(batch)
-            self.context.keyed_backend.check_keys(keys)
+            self.context.keyed_backend.check_keys(keys)  # type: ignore[union-attr]
             leading.append(keys)
         if self.timestamp_column is not None:
             leading.append(event_times(batch, self.timestamp_column))
@@ -253,7 +253,7 @@ class CoProcessOperator(_CollectingOperator, TwoInputStreamOperator):
                 process(row, ctx, out)
         else:
             keys = self.key_selectors[side].keys(batch)
-            set_key = self.context.keyed_backend.set_current_key
+            set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
             for row, key, stamp in zip(rows, keys, stamps, strict=True):
                 set_key(key)
                 ctx._key, ctx._timestamp = key, stamp

@@ -121,7 +121,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamO
         else:  # processing time: every row of the batch arrives now
             stamps = [self.timer_service().current_processing_time()] * len(rows)
         keys = self.key_selector.keys(batch)
-        set_key = self.context.keyed_backend.set_current_key
+        set_key = self.context.keyed_backend.set_current_key  # type: ignore[union-attr]
         late: list[int] = []
         for index, (row, key, stamp) in enumerate(zip(rows, keys, stamps, strict=True)):
             if stamp is None:
@@ -158,11 +158,11 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamO
             ordered = [rows[index] for index in groups.rows]
         members = groups.rows
         group_keys = [keys[members[lo]] for lo in bounds[:-1]]
-        backend.check_keys(group_keys)  # once per batch
+        backend.check_keys(group_keys)  # type: ignore[union-attr]  # once per batch
         for group, start in enumerate(groups.starts):
             lo, hi = bounds[group], bounds[group + 1]
             key = group_keys[group]
-            backend.current_key = key
+            backend.current_key = key  # type: ignore[union-attr]
             contents = get(start)
             if contents is None:
                 contents = create()

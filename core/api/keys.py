@@ -135,4 +135,5 @@ def python_keys(array: pa.Array | pa.ChunkedArray) -> list[Any]:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         return list(zip(*(python_keys(part) for part in array.flatten()), strict=True))
-    return array.to_pylist()
+    keys: list[Any] = array.to_pylist()  # pyarrow is untyped: its values are Any
+    return keys

@@ -331,4 +331,4 @@ def _check_job_identity(
 
 def _is_dir(storage: CheckpointStorage, path: str) -> bool:
     info = retrying(path, "look up", lambda: storage.filesystem.get_file_info(path))
-    return info.type == pafs.FileType.Directory
+    return bool(info.type == pafs.FileType.Directory)

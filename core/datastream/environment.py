@@ -273,7 +273,8 @@ class StreamExecutionEnvironment(SourceMethods):
 
     def operator(self, kind: str) -> Callable[..., StreamOperator]:
         """The operator factory registered as ``kind``."""
-        return self.registry.get("operator", kind)
+        factory: Callable[..., StreamOperator] = self.registry.get("operator", kind)
+        return factory
 
 
 def savepoint_storage(restore_from: str, checkpoint_dir: str | None) -> CheckpointStorage | None:

@@ -8,7 +8,7 @@ process_watermark ..., end_input(i), finish, snapshot_state, close.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import pyarrow as pa
 
@@ -274,4 +274,4 @@ class UdfOperatorMixin(Generic[FunctionT]):
     def user_timer_service(self) -> TimerService:
         from flintlock.core.api.functions import TimerService
 
-        return TimerService(self)
+        return TimerService(cast("StreamOperator", self))  # mixed into a StreamOperator

@@ -23,6 +23,8 @@ from flintlock.core.runtime.records import (
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:
+    from flintlock.core.runtime.operator import OperatorContext
+    from flintlock.core.runtime.output import Output
     from flintlock.core.state.operator_state import OperatorStateStore
 
 MAX_HELD_ROWS = 1_000_000
@@ -350,8 +352,8 @@ class HeldOutputMixin:
     and is emitted by ``emit_held``, which the operator calls in its finish()."""
 
     _builder: RowBatchBuilder
-    context: Any
-    output: Any
+    context: OperatorContext
+    output: Output
 
     def initialize_state(self) -> None:
         super().initialize_state()  # type: ignore[misc]

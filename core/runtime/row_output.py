@@ -111,7 +111,7 @@ class FusedRows:
 
     def __init__(self, head: Any) -> None:
         self.output = head.output
-        stages = [head.row_stage()]
+        stages: list[RowStage] = [head.row_stage()]
         links: list[RowsOutput] = []
         output = head.output
         while isinstance(output, RowsOutput) and stages[-1].kind != "process":

@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from flintlock.core.spark.helper_threads import helper_thread
 
@@ -29,7 +29,7 @@ class _FileOnFirstWrite(io.TextIOBase):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.file: Any = None
+        self.file: TextIO | None = None
 
     def writable(self) -> bool:
         return True

@@ -10,7 +10,7 @@ written back, so a table may hand out copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def get_many(table: Any, keys: list[Any]) -> list[Any]:
     """The stored value of each key (None where there is none)."""
-    many = getattr(table, "get_many", None)
+    many: Callable[[list[Any]], list[Any]] | None = getattr(table, "get_many", None)
     if many is not None:
         return many(keys)
     get = table.get
@@ -293,7 +293,7 @@ class _MapState(MapState):
     def _live(self) -> dict[Any, Any]:
         """The current key's stored map, expired entries removed (and written back)."""
         key = self._backend.current_key
-        stored = self._table.get(key)
+        stored: dict[Any, Any] | None = self._table.get(key)
         if stored is None:
             return {}
         if self._ttl is None:
