@@ -8,7 +8,7 @@ per-batch outputs are cast to ``output_schema`` when one is declared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -155,6 +155,14 @@ class FlatMapFunction(Function):
     def flat_map_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
         """A batch for a batch (fast path); None emits nothing."""
         raise NotImplementedError
+
+
+Mapper = MapFunction | Callable[[Row], Row]
+"""What ``DataStream.map`` takes: a MapFunction, or a callable from a row to a row."""
+Predicate = FilterFunction | Callable[[Row], object]
+"""What ``DataStream.filter`` takes: a FilterFunction, or a callable whose truth keeps a row."""
+FlatMapper = FlatMapFunction | Callable[[Row], Iterable[Row]]
+"""What ``DataStream.flat_map`` takes: a FlatMapFunction, or a callable to rows."""
 
 
 class Collector:

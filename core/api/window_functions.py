@@ -85,7 +85,7 @@ class ReduceContents(WindowContents):
 class AggregateContents(WindowContents):
     """An AggregateFunction's accumulator; ``get_result`` when the window fires."""
 
-    def __init__(self, aggregate: AggregateFunction, window_function: Any) -> None:
+    def __init__(self, aggregate: AggregateFunction[Any, Any, Any], window_function: Any) -> None:
         super().__init__(window_function)
         self.aggregate = aggregate
 

@@ -89,7 +89,7 @@ class WindowedStream:
 
     def aggregate(
         self,
-        function: AggregateFunction,
+        function: AggregateFunction[Any, Any, Any],
         window_function: ProcessWindowFunction | None = None,
         name: str | None = None,
         output_schema: pa.Schema | None = None,

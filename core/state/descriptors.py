@@ -139,13 +139,13 @@ class AggregatingStateDescriptor(StateDescriptor[AggregatingState]):
     """An accumulator per key, built by an ``AggregateFunction``; ``arrow_type`` types the
     accumulator (what is snapshotted), not the result."""
 
-    aggregate_function: AggregateFunction = None  # type: ignore[assignment]
+    aggregate_function: AggregateFunction[Any, Any, Any] = None  # type: ignore[assignment]
     kind: StateKind = "aggregating"
 
     def __init__(
         self,
         name: str,
-        aggregate_function: AggregateFunction,
+        aggregate_function: AggregateFunction[Any, Any, Any],
         arrow_type: pa.DataType | None = None,
         ttl_config: StateTtlConfig | None = None,
     ) -> None:
