@@ -203,7 +203,9 @@ class TaskHarness:
             return error
         raise AssertionError("the task did not end canceled")
 
-    def commit(self, sink: TwoPhaseCommitSink, operator_name: str | None = None) -> list[Any]:
+    def commit(
+        self, sink: TwoPhaseCommitSink[Any, Any], operator_name: str | None = None
+    ) -> list[Any]:
         """Play the driver's committer: commit what the sink operator acknowledged.
 
         On Spark this runs on the driver once every subtask acknowledged the checkpoint;
@@ -234,7 +236,8 @@ class TaskHarness:
 
     def output_rows(self) -> list[dict[str, Any]]:
         """Everything emitted, as rows."""
-        return self.output().to_pylist()
+        rows: list[dict[str, Any]] = self.output().to_pylist()
+        return rows
 
     def side_output(self, tag: OutputTag) -> pa.Table:
         """Everything the chain emitted to side output ``tag`` (empty if nothing)."""
@@ -243,7 +246,8 @@ class TaskHarness:
 
     def side_output_rows(self, tag: OutputTag) -> list[dict[str, Any]]:
         """Everything emitted to side output ``tag``, as rows."""
-        return self.side_output(tag).to_pylist()
+        rows: list[dict[str, Any]] = self.side_output(tag).to_pylist()
+        return rows
 
     @property
     def watermarks(self) -> list[int]:

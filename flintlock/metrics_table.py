@@ -61,7 +61,7 @@ def metrics_table(metrics: dict[str, Any]) -> str:
     latest = metrics["epochs"][-1]
     totals = metrics["totals"]
     checkpoint = latest["checkpoint"]
-    rows = [("vertex / subtask", *COLUMNS)]
+    rows: list[tuple[str, ...]] = [("vertex / subtask", *COLUMNS)]
     for name, total in totals["vertices"].items():
         vertex = latest["vertices"].get(name, {})
         rows.append((name, *row(total, vertex)))

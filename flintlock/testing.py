@@ -2,9 +2,9 @@
 plugin that records every lifecycle call. See CONTRIBUTING.md for walk-throughs."""
 
 from flintlock.core.checkpoint.restore import rescale
+from flintlock.core.harness_output import CollectingWriter
 from flintlock.core.hooks.recorder import LifecycleRecorder
 from flintlock.core.testing import (
-    CollectingWriter,
     OneInputHarness,
     SourceHarness,
     TaskHarness,

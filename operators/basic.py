@@ -48,7 +48,9 @@ def _output_schema(function: Any, declared: pa.Schema | None) -> pa.Schema | Non
     return declared if declared is not None else getattr(function, "output_schema", None)
 
 
-class MapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class MapOperator(
+    FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin[MapFunction], OneInputStreamOperator
+):
     """Applies a MapFunction: ``map_batch`` if it has one, else ``map`` per record."""
 
     def __init__(
@@ -101,7 +103,7 @@ class _LambdaFilter(FilterFunction):
             self.filter = fn  # type: ignore[assignment,method-assign]
 
 
-class FilterOperator(FusedRowsMixin, UdfOperatorMixin, OneInputStreamOperator):
+class FilterOperator(FusedRowsMixin, UdfOperatorMixin[FilterFunction], OneInputStreamOperator):
     """Keeps rows where the FilterFunction holds; ``filter_batch`` returns a boolean mask."""
 
     def __init__(
@@ -150,7 +152,9 @@ class _LambdaFlatMap(FlatMapFunction):
             self.flat_map = fn  # type: ignore[assignment,method-assign]
 
 
-class FlatMapOperator(FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class FlatMapOperator(
+    FusedRowsMixin, HeldOutputMixin, UdfOperatorMixin[FlatMapFunction], OneInputStreamOperator
+):
     """Zero or more rows per row (per record), or a batch per batch."""
 
     def __init__(

@@ -19,7 +19,9 @@ from flintlock.operators.process import as_key_selector
 from flintlock.plugin_api import UdfOperatorMixin, conform_batch, key_groups_of, keys_to_arrow
 
 
-class KeyedBatchProcessOperator(UdfOperatorMixin, OneInputStreamOperator):
+class KeyedBatchProcessOperator(
+    UdfOperatorMixin[KeyedBatchProcessFunction], OneInputStreamOperator
+):
     """Calls ``process_batch(batch, keys, ctx)`` once per batch and emits what it returns;
     ``output_schema`` (or the function's) is enforced on every output batch."""
 

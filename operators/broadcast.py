@@ -25,7 +25,9 @@ from flintlock.plugin_api import (
 )
 
 
-class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class BroadcastProcessOperator(
+    RowOutputMixin, UdfOperatorMixin[BroadcastProcessFunction], TwoInputStreamOperator
+):
     """Calls ``process_element`` per main row (state read-only) and
     ``process_broadcast_element`` per broadcast row (state writable)."""
 
@@ -48,7 +50,7 @@ class BroadcastProcessOperator(RowOutputMixin, UdfOperatorMixin, TwoInputStreamO
         self._read_only = BroadcastContext(self, writable=False)
         self._writable = BroadcastContext(self, writable=True)
 
-    def broadcast_state(self, descriptor: StateDescriptor) -> BroadcastState:
+    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState:
         """The broadcast state ``descriptor`` names; it must be declared on broadcast()."""
         if descriptor.name not in self.state_names:
             raise ValueError(

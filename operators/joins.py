@@ -29,7 +29,7 @@ from flintlock.plugin_api import Row, RowOutputMixin, UdfOperatorMixin, event_ti
 Sides = tuple[KeySelector, KeySelector]
 
 
-class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperator):
+class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin[Function], TwoInputStreamOperator):
     """Shared by the joins: per-side keys and event times, output rows as batches."""
 
     def __init__(
@@ -79,6 +79,8 @@ class _KeyedTwoInputJoin(RowOutputMixin, UdfOperatorMixin, TwoInputStreamOperato
 class IntervalJoinOperator(_KeyedTwoInputJoin):
     """Joins a left row at t with the right rows in [t + lower, t + upper] (Flink's
     IntervalJoinOperator); rows behind the watermark are late and dropped."""
+
+    function: ProcessJoinFunction
 
     def __init__(
         self,

@@ -61,7 +61,7 @@ def as_key_selector(key: KeyLike) -> KeySelector:
     return ColumnsKey(columns)
 
 
-class _CollectingOperator(RowOutputMixin, UdfOperatorMixin):
+class _CollectingOperator(RowOutputMixin, UdfOperatorMixin[Any]):
     """Shared by the process operators: a collector flushed as one batch per step, side
     outputs (``ctx.output``) flushed with it, and timers of both domains into ``on_timer``."""
 

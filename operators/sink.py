@@ -11,7 +11,7 @@ from flintlock import OneInputStreamOperator, SinkFunction, TwoPhaseCommitSink, 
 from flintlock.plugin_api import SinkWriterContext, UdfOperatorMixin, overrides, rows_of
 
 
-class SinkOperator(UdfOperatorMixin, OneInputStreamOperator):
+class SinkOperator(UdfOperatorMixin[SinkFunction], OneInputStreamOperator):
     """Writes each batch with ``write_batch`` (fast path) or ``invoke`` per record."""
 
     def __init__(self, function: SinkFunction, name: str | None = None) -> None:
@@ -35,7 +35,7 @@ class TwoPhaseCommitSinkOperator(OneInputStreamOperator):
     """Runs a TwoPhaseCommitSink's writer: one transaction per epoch, pre-committed in the
     snapshot; its committables travel in the acknowledgement to the driver's committer."""
 
-    def __init__(self, sink: TwoPhaseCommitSink, name: str | None = None) -> None:
+    def __init__(self, sink: TwoPhaseCommitSink[Any, Any], name: str | None = None) -> None:
         super().__init__(name or f"sink:{sink.name}")
         self.sink = sink
         self._transaction: Any = None

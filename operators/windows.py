@@ -49,7 +49,7 @@ from flintlock.plugin_api import (
 )
 
 
-class WindowOperator(RowOutputMixin, UdfOperatorMixin, OneInputStreamOperator):
+class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamOperator):
     """Keyed event-time windows: assign, add, fire on the trigger, drop after lateness."""
 
     def __init__(

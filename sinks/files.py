@@ -350,7 +350,7 @@ def _stuck(context: CommitContext) -> str:
 
 
 def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
-    return filesystem.get_file_info(path).type == pafs.FileType.File
+    return bool(filesystem.get_file_info(path).type == pafs.FileType.File)
 
 
 def _delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:

@@ -180,7 +180,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink[_Transaction, IcebergData
                 "spec": spec_module.PartitionSpec.model_validate_json(self.resolved["spec"]),
                 "properties": self.resolved.get("properties", {}),
             }
-            self._table_model = model
+            self._table_model: dict[str, Any] | None = model
         return model
 
     def resolve(self, table: Any) -> None:

@@ -69,12 +69,11 @@ def data_file(file: IcebergDataFile, metadata: Any, io: Any) -> Any:
     statistics when they were computed for the table's current schema and spec, else
     from its footer (read now through ``io``)."""
     stats = file.get("stats")
-    fits = (
-        stats is not None
-        and stats["schema_id"] == metadata.current_schema_id
-        and stats["spec_id"] == metadata.default_spec_id
-    )
-    if not fits:
+    if (
+        stats is None
+        or stats["schema_id"] != metadata.current_schema_id
+        or stats["spec_id"] != metadata.default_spec_id
+    ):
         arrow_io = tables.pyiceberg("pyiceberg.io.pyarrow")
         return arrow_io.parquet_file_to_data_file(io, metadata, file["path"])
     manifest = tables.pyiceberg("pyiceberg.manifest")

@@ -31,6 +31,7 @@ from flintlock.plugin_api import CommitContext, OutputCheckContext, SinkWriterCo
 from flintlock.sinks import postgres_prepared as pgprep
 from flintlock.sinks import postgres_publish as publish
 from flintlock.sinks import postgres_sql as pgsql
+from flintlock.sinks.optional import require
 from flintlock.sinks.postgres_sql import psycopg, sql
 
 WRITES = ("insert", "upsert")
@@ -50,7 +51,7 @@ class _Transaction:
     """Per-subtask visibility: the rows go into the table in a transaction to prepare."""
 
 
-class PostgresSink(TwoPhaseCommitSink):
+class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
     """Writes a stream's rows into the PostgreSQL table ``table`` (``"schema.table"``
     allowed; names are taken literally) of the server ``conninfo`` (libpq key=value or URI).
 
@@ -112,7 +113,7 @@ class PostgresSink(TwoPhaseCommitSink):
                 raise SinkOutputError(f"PostgresSink: key columns {missing} are not in {schema}")
             for field in schema:
                 pgsql.pg_type(field.type, field.name)
-        pgsql.require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
+        require("psycopg", "postgres", "PostgresSink")  # no extra: one clear error now
         self.conninfo = conninfo
         self.table = table
         self.write_mode = write
@@ -217,6 +218,8 @@ class PostgresSink(TwoPhaseCommitSink):
         """Per subtask: an upsert's staged rows into the table, the bookkeeping row, PREPARE."""
         connection, task = transaction.connection, transaction.context.task
         if transaction.stage is not None:
+            if transaction.schema is None:  # a stage is made with the first batch's schema
+                raise SinkOutputError(f"PostgresSink: {self.table}: a stage without a schema")
             names = transaction.schema.names
             connection.execute(
                 pgsql.upsert_statement(self.table, transaction.stage, names, self.key_columns)

@@ -171,7 +171,7 @@ def redacted(conninfo: str) -> str:
     except psycopg.ProgrammingError:
         return "(a conninfo that cannot be parsed)"
     parts.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in parts.items()})
+    return str(psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in parts.items()}))
 
 
 def connect(conninfo: str, autocommit: bool, who: str) -> Any:

@@ -8,8 +8,8 @@ per-batch outputs are cast to ``output_schema`` when one is declared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -31,8 +31,9 @@ from flintlock.core.state.handles import (
 )
 
 if TYPE_CHECKING:
+    from flintlock.core.api.side_outputs import SideOutputCollector
     from flintlock.core.metrics.user import MetricGroup
-    from flintlock.core.runtime.operator import OperatorContext
+    from flintlock.core.runtime.operator import OperatorContext, StreamOperator
     from flintlock.core.task_info import TaskInfo
 
 Row = dict[str, Any]
@@ -156,6 +157,14 @@ class FlatMapFunction(Function):
         raise NotImplementedError
 
 
+Mapper = MapFunction | Callable[[Row], Row]
+"""What ``DataStream.map`` takes: a MapFunction, or a callable from a row to a row."""
+Predicate = FilterFunction | Callable[[Row], object]
+"""What ``DataStream.filter`` takes: a FilterFunction, or a callable whose truth keeps a row."""
+FlatMapper = FlatMapFunction | Callable[[Row], Iterable[Row]]
+"""What ``DataStream.flat_map`` takes: a FlatMapFunction, or a callable to rows."""
+
+
 class Collector:
     """Gathers per-record outputs; the operator emits them as one batch per input batch.
 
@@ -180,7 +189,7 @@ class TimerService:
     """Timers of both time domains and the current times, as a process function sees them
     (Flink's TimerService); timers need a keyed stream and belong to the current key."""
 
-    def __init__(self, operator: Any) -> None:
+    def __init__(self, operator: StreamOperator) -> None:
         self._operator = operator
 
     def current_watermark(self) -> int:
@@ -189,7 +198,9 @@ class TimerService:
 
     def current_processing_time(self) -> int:
         """The task's processing time in ms (the wall clock, or the harness's clock)."""
-        return self._operator.context.processing_time.clock()
+        processing_time = self._operator.context.processing_time
+        assert processing_time is not None, "set by the chain in setup"
+        return processing_time.clock()
 
     def register_event_time_timer(self, timestamp: int) -> None:
         """Call ``on_timer`` for the current key when the watermark reaches ``timestamp``."""
@@ -208,12 +219,22 @@ class TimerService:
         self._operator.timer_service().delete_processing_time_timer(timestamp)
 
 
+class ContextOperator(Protocol):
+    """What a process function's context reads of the operator that calls it."""
+
+    name: str
+    _side: SideOutputCollector
+
+    @property
+    def user_timer_service(self) -> TimerService: ...
+
+
 class ProcessContext:
     """The context of one ``process_element`` call."""
 
     __slots__ = ("_key", "_operator", "_timestamp")
 
-    def __init__(self, operator: Any) -> None:
+    def __init__(self, operator: ContextOperator) -> None:
         self._operator = operator
         self._timestamp: int | None = None
         self._key: Any = None
@@ -243,7 +264,7 @@ class OnTimerContext(ProcessContext):
 
     __slots__ = ("_domain",)
 
-    def __init__(self, operator: Any) -> None:
+    def __init__(self, operator: ContextOperator) -> None:
         super().__init__(operator)
         self._domain = TimeDomain.EVENT_TIME
 

@@ -66,7 +66,7 @@ class ColumnKey(KeySelector):
 
     def __init__(self, column: str) -> None:
         self.column = column
-        self.columns = (column,)
+        self.columns: tuple[str, ...] = (column,)
 
     def get_key(self, row: dict[str, Any]) -> Any:
         return row[self.column]
@@ -89,6 +89,8 @@ class ColumnKey(KeySelector):
 
 class ColumnsKey(KeySelector):
     """The key is the tuple of several columns' values, hashed as one combined key."""
+
+    columns: tuple[str, ...]
 
     def __init__(self, columns: Sequence[str]) -> None:
         self.columns = tuple(columns)
@@ -133,4 +135,5 @@ def python_keys(array: pa.Array | pa.ChunkedArray) -> list[Any]:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         return list(zip(*(python_keys(part) for part in array.flatten()), strict=True))
-    return array.to_pylist()
+    keys: list[Any] = array.to_pylist()  # pyarrow is untyped: its values are Any
+    return keys

@@ -31,7 +31,7 @@ _UNITS_PER_MILLI = {"ms": 1, "us": 1000, "ns": 1_000_000}
 
 def is_event_time_type(kind: pa.DataType) -> bool:
     """True for the types an event-time column may have: integers and timestamps."""
-    return pa.types.is_integer(kind) or pa.types.is_timestamp(kind)
+    return bool(pa.types.is_integer(kind) or pa.types.is_timestamp(kind))
 
 
 def event_time_millis(column: pa.Array | pa.ChunkedArray, name: str) -> pa.Array | pa.ChunkedArray:
@@ -58,7 +58,8 @@ def event_times(batch: pa.RecordBatch, name: str) -> list[int | None]:
         raise EventTimeError(
             f"event-time column '{name}' is not in the batch; its columns are {batch.schema.names}"
         )
-    return event_time_millis(batch.column(index), name).to_pylist()
+    stamps: list[int | None] = event_time_millis(batch.column(index), name).to_pylist()
+    return stamps
 
 
 def _scalar_millis(value: int, kind: pa.DataType) -> int:

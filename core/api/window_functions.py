@@ -4,11 +4,14 @@ contents grow for reduce, aggregate and process (used by the window operator).""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.api.functions import Collector, Function, Row
 from flintlock.core.api.window_assigners import TimeWindow
 from flintlock.core.state.aggregate import AggregateFunction
+
+if TYPE_CHECKING:
+    from flintlock.core.runtime.operator import StreamOperator
 
 
 class WindowContext:
@@ -16,7 +19,7 @@ class WindowContext:
 
     __slots__ = ("_operator", "window")
 
-    def __init__(self, operator: Any, window: TimeWindow) -> None:
+    def __init__(self, operator: StreamOperator, window: TimeWindow) -> None:
         self._operator = operator
         self.window = window
 
@@ -82,7 +85,7 @@ class ReduceContents(WindowContents):
 class AggregateContents(WindowContents):
     """An AggregateFunction's accumulator; ``get_result`` when the window fires."""
 
-    def __init__(self, aggregate: AggregateFunction, window_function: Any) -> None:
+    def __init__(self, aggregate: AggregateFunction[Any, Any, Any], window_function: Any) -> None:
         super().__init__(window_function)
         self.aggregate = aggregate
 
@@ -105,12 +108,12 @@ class ListContents(WindowContents):
     def create(self) -> Any:
         return []
 
-    def add(self, contents: Any, row: Row) -> Any:
+    def add(self, contents: list[Row], row: Row) -> list[Row]:
         contents.append(row)
         return contents
 
-    def merge(self, a: Any, b: Any) -> Any:
+    def merge(self, a: list[Row], b: list[Row]) -> list[Row]:
         return a + b
 
-    def results(self, contents: Any) -> list[Any]:
+    def results(self, contents: list[Row]) -> list[Row]:
         return contents

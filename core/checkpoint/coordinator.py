@@ -139,7 +139,8 @@ class CheckpointCoordinator:
                 try:
                     self.storage.filesystem.delete_file(savepoint_metadata)
                 except OSError as cleanup:
-                    error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
+                    if hasattr(error, "add_note"):  # Python 3.11+; 3.10 keeps the error as is
+                        error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
             raise
         return checkpoint
 
@@ -197,7 +198,9 @@ class CheckpointCoordinator:
         document = self.storage.read_json(path)
         return None if is_fence(document) else document
 
-    def commit(self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]) -> None:
+    def commit(
+        self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink[Any, Any]]
+    ) -> None:
         """Commit ``checkpoint``, after every earlier completed checkpoint not committed yet,
         in order (Flink's subsumed checkpoints); idempotent."""
         for earlier in self.uncommitted_before(checkpoint.checkpoint_id):
@@ -221,7 +224,7 @@ class CheckpointCoordinator:
         return sorted(pending, key=lambda c: c.checkpoint_id)
 
     def _commit_one(
-        self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink]
+        self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink[Any, Any]]
     ) -> None:
         """Each sink's commit and post_commit of ``checkpoint``, then the commit record."""
         context = self.commit_context(checkpoint.run_id, checkpoint.checkpoint_id)

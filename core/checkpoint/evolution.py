@@ -66,4 +66,4 @@ def _problem(stored: pa.DataType, declared: pa.DataType, column: str) -> str | N
 
 
 def _is_list(kind: pa.DataType) -> bool:
-    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind))

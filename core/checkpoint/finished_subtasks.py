@@ -86,7 +86,7 @@ def epoch_has_work(
     for vertex in graph.vertices.values():
         head = vertex.transformations[0]
         uid = uids.get(head.name)
-        if not head.is_source or uid not in planned:
+        if not head.is_source or uid is None or uid not in planned:
             continue
         splits, ends_all = planned[uid], source_ends[uid]
         for subtask, assignment in enumerate(splits.assignments):

@@ -109,8 +109,9 @@ class JobFolder:
                 f"not {self.job_name!r} (its identity file {path}): use another checkpoint "
                 f"directory or job name"
             )
-        self._job_id = document["job_id"]
-        return self._job_id
+        job_id = str(document["job_id"])  # checked above to be a str
+        self._job_id = job_id
+        return job_id
 
     def run_dir(self, run_id: str) -> str:
         """The folder of one run of this job."""

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.coordinator import CHECKPOINT_FOLDER, COMMITTED, METADATA
-from flintlock.core.checkpoint.fences import is_fence
+from flintlock.core.checkpoint.coordinator import COMMITTED, METADATA
+from flintlock.core.checkpoint.fences import CHECKPOINT_FOLDER, is_fence
 from flintlock.core.checkpoint.job_folder import IDENTITY
 from flintlock.core.checkpoint.paths import parent_folder
 from flintlock.core.checkpoint.retries import retrying
@@ -328,4 +328,4 @@ def _check_job_identity(
 
 def _is_dir(storage: CheckpointStorage, path: str) -> bool:
     info = retrying(path, "look up", lambda: storage.filesystem.get_file_info(path))
-    return info.type == pafs.FileType.Directory
+    return bool(info.type == pafs.FileType.Directory)

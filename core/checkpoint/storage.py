@@ -120,7 +120,7 @@ class CheckpointStorage:
         with self.filesystem.open_output_stream(path) as sink:
             with pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
-            return sink.tell()
+            return int(sink.tell())
 
     def read_table(self, path: str) -> pa.Table:
         """Read an Arrow IPC file written by ``write_table``; a damaged file names itself."""
@@ -197,7 +197,7 @@ class CheckpointStorage:
     def exists(self, path: str) -> bool:
         """True if a file is at ``path``."""
         info = retrying(path, "look up", lambda: self.filesystem.get_file_info(path))
-        return info.type == pafs.FileType.File
+        return bool(info.type == pafs.FileType.File)
 
     def delete_dir(self, path: str) -> None:
         """Remove a folder and everything in it, if it exists."""
@@ -207,7 +207,8 @@ class CheckpointStorage:
 
     def _read_bytes(self, path: str) -> bytes:
         with self.filesystem.open_input_stream(path) as source:
-            return source.read()
+            data: bytes = source.read()
+            return data
 
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]

@@ -4,7 +4,7 @@ broadcast row and keeps the same broadcast state; the other input reads it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -18,20 +18,28 @@ if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream
 
 
+class BroadcastOperator(Protocol):
+    """What a ``BroadcastContext`` reads of the operator that calls the function."""
+
+    current_watermark: int
+
+    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState: ...
+
+
 class BroadcastContext:
     """What a broadcast process function's call sees: the broadcast state (writable only
     from ``process_broadcast_element``), the key (keyed functions) and the timestamp."""
 
     __slots__ = ("_key", "_operator", "_timestamp", "_writable")
 
-    def __init__(self, operator: Any, writable: bool) -> None:
+    def __init__(self, operator: BroadcastOperator, writable: bool) -> None:
         self._operator = operator
         self._writable = writable
         self._key: Any = None
         self._timestamp: int | None = None
 
     def get_broadcast_state(
-        self, descriptor: StateDescriptor
+        self, descriptor: StateDescriptor[Any]
     ) -> BroadcastState | ReadOnlyBroadcastState:
         """The broadcast state ``descriptor`` names (declared on ``broadcast(...)``)."""
         state = self._operator.broadcast_state(descriptor)
@@ -69,7 +77,7 @@ class KeyedBroadcastProcessFunction(BroadcastProcessFunction):
 class BroadcastStream:
     """A stream sent whole to every subtask, with the broadcast states it may write."""
 
-    def __init__(self, stream: DataStream, descriptors: tuple[StateDescriptor, ...]) -> None:
+    def __init__(self, stream: DataStream, descriptors: tuple[StateDescriptor[Any], ...]) -> None:
         for descriptor in descriptors:
             if not isinstance(descriptor, StateDescriptor):
                 raise GraphError(

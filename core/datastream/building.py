@@ -71,7 +71,7 @@ class BuildingStream:
         kind: str,
         name: str | None,
         build: Callable[[str], StreamOperator],
-        sink: TwoPhaseCommitSink | None = None,
+        sink: TwoPhaseCommitSink[Any, Any] | None = None,
         is_sink: bool = False,
         schema: pa.Schema | None = None,
     ) -> DataStream:

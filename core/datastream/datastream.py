@@ -33,6 +33,7 @@ from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, hash_by
 from flintlock.core.runtime.operator import StreamOperator
 
 if TYPE_CHECKING:
+    from flintlock.core.api.functions import FlatMapper, Mapper, Predicate
     from flintlock.core.api.join_functions import IntervalJoin, WindowJoin
     from flintlock.core.api.window_assigners import WindowAssigner
     from flintlock.core.datastream.windowed import WindowedStream
@@ -54,7 +55,7 @@ class DataStream(BuildingStream):
     # ---- transformations ----
 
     def map(
-        self, function: Any, name: str | None = None, output_schema: pa.Schema | None = None
+        self, function: Mapper, name: str | None = None, output_schema: pa.Schema | None = None
     ) -> DataStream:
         """One row per row: a MapFunction or a callable on dicts (per record).
 
@@ -90,7 +91,7 @@ class DataStream(BuildingStream):
             schema=schema,
         )
 
-    def filter(self, function: Any, name: str | None = None) -> DataStream:
+    def filter(self, function: Predicate, name: str | None = None) -> DataStream:
         """Keep rows where a FilterFunction or a callable on dicts holds."""
         check_function("filter", function, FilterFunction)
         factory = self.env.operator("filter")
@@ -107,7 +108,7 @@ class DataStream(BuildingStream):
         )
 
     def flat_map(
-        self, function: Any, name: str | None = None, output_schema: pa.Schema | None = None
+        self, function: FlatMapper, name: str | None = None, output_schema: pa.Schema | None = None
     ) -> DataStream:
         """Zero or more rows per row; ``output_schema`` as for ``map``."""
         check_function("flat_map", function, FlatMapFunction)
@@ -336,7 +337,7 @@ class DataStream(BuildingStream):
             schema=self.schema,
         )
 
-    def broadcast(self, *descriptors: StateDescriptor) -> Any:
+    def broadcast(self, *descriptors: StateDescriptor[Any]) -> Any:
         """Send every batch to every subtask of the next operator. With state descriptors
         (MapStateDescriptor), a BroadcastStream for the broadcast state pattern:
         ``other.connect(stream.broadcast(rules)).process(BroadcastProcessFunction)``."""
@@ -353,7 +354,9 @@ class DataStream(BuildingStream):
 
     # ---- sinks ----
 
-    def sink_to(self, sink: SinkFunction | TwoPhaseCommitSink, name: str | None = None) -> None:
+    def sink_to(
+        self, sink: SinkFunction | TwoPhaseCommitSink[Any, Any], name: str | None = None
+    ) -> None:
         """Write the stream out: a 2PC sink (exactly once) or a plain SinkFunction."""
         if isinstance(sink, TwoPhaseCommitSink):
             factory = self.env.operator("two_phase_commit_sink")

@@ -209,9 +209,9 @@ class StreamExecutionEnvironment(SourceMethods):
                 lease_seconds=self.lease_seconds,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            master = JobMaster(spark, self.transformations, config)
+            job_master = JobMaster(spark, self.transformations, config)
             with shown(progress, job_name, spark) as shown_progress:
-                return master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
+                return job_master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
         finally:
             if temporary is not None and not self.keep_temporary_checkpoints:
                 shutil.rmtree(temporary, ignore_errors=True)
@@ -246,7 +246,7 @@ class StreamExecutionEnvironment(SourceMethods):
         inputs: list[InputEdge],
         parallelism: int | None = None,
         is_source: bool = False,
-        sink: TwoPhaseCommitSink | None = None,
+        sink: TwoPhaseCommitSink[Any, Any] | None = None,
         is_sink: bool = False,
     ) -> Transformation:
         t = Transformation(
@@ -273,7 +273,8 @@ class StreamExecutionEnvironment(SourceMethods):
 
     def operator(self, kind: str) -> Callable[..., StreamOperator]:
         """The operator factory registered as ``kind``."""
-        return self.registry.get("operator", kind)
+        factory: Callable[..., StreamOperator] = self.registry.get("operator", kind)
+        return factory
 
 
 def savepoint_storage(restore_from: str, checkpoint_dir: str | None) -> CheckpointStorage | None:

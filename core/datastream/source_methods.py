@@ -4,7 +4,7 @@ Arrow tables, DataFrames, Parquet, streaming DataFrames, sequences, any Source).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -25,6 +25,8 @@ from flintlock.core.spark.streaming_source import StreamingDataFrameSource
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from flintlock.core.datastream.environment import StreamExecutionEnvironment
+
 
 class SourceMethods:
     """The source half of ``StreamExecutionEnvironment``: each method adds a source
@@ -42,7 +44,7 @@ class SourceMethods:
             inputs: list[InputEdge],
             parallelism: int | None = None,
             is_source: bool = False,
-            sink: TwoPhaseCommitSink | None = None,
+            sink: TwoPhaseCommitSink[Any, Any] | None = None,
             is_sink: bool = False,
         ) -> Transformation: ...
 
@@ -267,7 +269,8 @@ class SourceMethods:
 
         t = self._add(label, make, [], is_source=True)
         column = watermark_strategy.timestamp_column if watermark_strategy else None
-        return DataStream(self, [(t, None, None)], timestamp_column=column, schema=schema)
+        env = cast("StreamExecutionEnvironment", self)  # the one class this half is part of
+        return DataStream(env, [(t, None, None)], timestamp_column=column, schema=schema)
 
 
 def _check_batch_size(batch_size: Any, method: str) -> None:

@@ -22,6 +22,8 @@ from flintlock.core.state.aggregate import AggregateFunction
 
 if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream
+    from flintlock.core.exchange.partitioners import Partitioner
+    from flintlock.core.plan.graph import Transformation
 
 
 class WindowedStream:
@@ -87,7 +89,7 @@ class WindowedStream:
 
     def aggregate(
         self,
-        function: AggregateFunction,
+        function: AggregateFunction[Any, Any, Any],
         window_function: ProcessWindowFunction | None = None,
         name: str | None = None,
         output_schema: pa.Schema | None = None,
@@ -204,7 +206,7 @@ def pre_aggregated(
 
     factory = stream.env.operator("window_preaggregate")
     key, column = stream.key_selector, stream.timestamp_column
-    feed = []
+    feed: list[tuple[Transformation, Partitioner | None, str | None]] = []
     for upstream, partitioner, _ in stream.feed:
         plain = DataStream(stream.env, [(upstream, None, None)], timestamp_column=column)
         pre = plain._then(

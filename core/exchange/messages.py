@@ -60,7 +60,8 @@ MESSAGE_DDL = ", ".join(
 
 def encode_batch(batch: pa.RecordBatch) -> bytes:
     """A batch as Arrow IPC stream bytes."""
-    return write_batch(pa.BufferOutputStream(), batch).getvalue().to_pybytes()
+    data: bytes = write_batch(pa.BufferOutputStream(), batch).getvalue().to_pybytes()
+    return data
 
 
 COMPRESS_FROM_BYTES = 64 * 1024
@@ -134,7 +135,7 @@ class MessageBuffer:
     @property
     def bytes(self) -> int:
         """Payload bytes buffered."""
-        return self._payloads.tell()
+        return int(self._payloads.tell())
 
     def add(self, row: tuple[Any, ...]) -> None:
         """Append one message (a tuple in MESSAGE_SCHEMA order; the payload bytes or a

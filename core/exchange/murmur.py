@@ -16,13 +16,15 @@ _C2 = np.uint32(0x1B873593)
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+    rotated: np.ndarray = (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+    return rotated
 
 
 def _mix_block(h: np.ndarray, k: np.ndarray) -> np.ndarray:
     k = _rotl(k * _C1, 15) * _C2
     h = h ^ k
-    return _rotl(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    mixed: np.ndarray = _rotl(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    return mixed
 
 
 def _finalise(h: np.ndarray, length: np.ndarray | int) -> np.ndarray:
@@ -123,7 +125,7 @@ def is_key_type(kind: pa.DataType) -> bool:
         kind = kind.value_type
     if pa.types.is_struct(kind):
         return all(is_key_type(field.type) for field in kind)
-    return (
+    return bool(
         pa.types.is_integer(kind)
         or pa.types.is_boolean(kind)
         or pa.types.is_string(kind)
@@ -135,4 +137,5 @@ def is_key_type(kind: pa.DataType) -> bool:
 
 def key_groups_of(column: pa.Array | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
     """The key group of every key (same as ``key_groups.key_group_of`` per key)."""
-    return (hash_keys(column) % np.uint32(max_parallelism)).astype(np.int32)
+    groups: np.ndarray = (hash_keys(column) % np.uint32(max_parallelism)).astype(np.int32)
+    return groups

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -117,7 +117,7 @@ def _installed_only(_traced: bool) -> tuple[pluggy.PluginManager, Registry]:
 def _trace_hook_calls(manager: pluggy.PluginManager) -> None:
     """Print every hook call and its arguments to stderr (FLINTLOCK_TRACE_HOOKS=1)."""
 
-    def before(hook_name: str, _impls: object, kwargs: dict[str, object]) -> None:
+    def before(hook_name: str, _impls: object, kwargs: Mapping[str, object]) -> None:
         shown = {k: getattr(v, "name", v) for k, v in kwargs.items() if k != "batch"}
         print(f"[flintlock hook] {hook_name} {shown}", file=sys.stderr)
 

@@ -30,16 +30,17 @@ class JobClient:
         self.folder = JobFolder(storage, job_name)
         self.job_name = job_name
         self._thread: threading.Thread | None = None
-        self._outcome: dict[str, Any] = {}
+        self._result: JobExecutionResult | None = None
+        self._error: BaseException | None = None
 
     def start(self, run: Callable[[], JobExecutionResult]) -> None:
         """Run ``run`` (the job) in a driver thread; ``result()`` joins it."""
 
         def body() -> None:
             try:
-                self._outcome["result"] = run()
+                self._result = run()
             except BaseException as error:  # handed to result()
-                self._outcome["error"] = error
+                self._error = error
 
         self._thread = threading.Thread(target=body, name=f"flintlock-{self.job_name}")
         self._thread.start()
@@ -77,9 +78,10 @@ class JobClient:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise JobControlError(f"job '{self.job_name}' still runs after {timeout} s")
-        if "error" in self._outcome:
-            raise self._outcome["error"]
-        return self._outcome["result"]
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None  # the thread ended with a result or an error
+        return self._result
 
     def _folder(self) -> JobFolder:
         """The job's folder; a job that never started here is an error (no request may

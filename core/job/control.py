@@ -139,8 +139,11 @@ class JobControl:
         (its final checkpoint or savepoint); anything else is an error."""
         record = self.folder.read_record()
         ended = record is not None and record.run_id == request.run_id
-        if ended and request.action == "stop" and record.status in ("FINISHED", "STOPPED"):
-            checkpoint = self.folder.storage.uri(self.folder.checkpoint_dir(record.checkpoint_id))
+        stopped = ended and request.action == "stop"
+        if record is not None and stopped and record.status in ("FINISHED", "STOPPED"):
+            last = record.checkpoint_id  # None: the run ended before its first checkpoint
+            folder = self.folder
+            checkpoint = None if last is None else folder.storage.uri(folder.checkpoint_dir(last))
             return {"savepoint": record.savepoint or checkpoint, "final": True}
         if ended and record is not None and record.status != "RUNNING":
             status = f"it ended {record.status}"

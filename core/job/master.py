@@ -74,7 +74,7 @@ class JobMaster(JobResults):
         self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
         self.folder = JobFolder(self.storage, config.job_name)
         self.coordinator = CheckpointCoordinator(self.folder)
-        self.sinks: dict[str, TwoPhaseCommitSink] = {
+        self.sinks: dict[str, TwoPhaseCommitSink[Any, Any]] = {
             t.name: t.sink for t in transformations if t.sink is not None
         }
 

@@ -66,7 +66,7 @@ class ProgressState:
         last = self.last or {}
         seconds = last.get("seconds") or 0.0
         marks = last.get("watermarks") or {}
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for name in self.total_out:
             out = last.get("records_out", {}).get(name, 0)
             rate = f"{out / seconds:,.0f}" if seconds > 0 else "-"

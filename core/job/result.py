@@ -76,7 +76,7 @@ class JobResults:
 
     config: JobConfig
     storage: CheckpointStorage
-    sinks: dict[str, TwoPhaseCommitSink]
+    sinks: dict[str, TwoPhaseCommitSink[Any, Any]]
     folder: JobFolder
 
     def metrics_recorder(self, run_id: str) -> MetricsRecorder:
@@ -113,9 +113,9 @@ class JobResults:
         if records_out is not None:
             records = dict(records_out)
         collected = {
-            name: sink.result
+            name: sink_rows
             for name, sink in self.sinks.items()
-            if getattr(sink, "result", None) is not None
+            if (sink_rows := getattr(sink, "result", None)) is not None
         }
         return JobExecutionResult(
             job_name=self.config.job_name,
@@ -141,9 +141,9 @@ class JobResults:
             "duration_seconds": result.duration_seconds,
             "savepoint_path": result.savepoint_path,
             "collected": {
-                name: sink.result_path
+                name: sink_path
                 for name, sink in self.sinks.items()
-                if getattr(sink, "result_path", None) is not None
+                if (sink_path := getattr(sink, "result_path", None)) is not None
             },
         }
 
@@ -155,7 +155,7 @@ class JobResults:
             collected[name] = self.storage.read_table(path)
             sink = self.sinks.get(name)
             if sink is not None and hasattr(sink, "result"):
-                sink.result = collected[name]  # type: ignore[attr-defined]
+                sink.result = collected[name]
         return JobExecutionResult(
             job_name=self.config.job_name,
             run_id=record.run_id,

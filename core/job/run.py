@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -174,7 +174,7 @@ class JobRun:
         completed fails the job."""
         request = epoch.request
         savepoint = request is not None or (epoch.input_ends and bool(self.config.savepoint_dir))
-        kind = "savepoint" if savepoint else "checkpoint"
+        kind: Literal["checkpoint", "savepoint"] = "savepoint" if savepoint else "checkpoint"
         barrier = CheckpointBarrier(epoch.checkpoint_id, kind, final=epoch.input_ends)
         self.request_at_epoch_end = None
         try:

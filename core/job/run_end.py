@@ -41,7 +41,7 @@ def record_epoch(
         size += ack.size_bytes
     for name, count in records.items():
         run.records_out[name] = run.records_out.get(name, 0) + count
-    figures = {
+    figures: dict[str, Any] = {
         "epoch": len(run.epochs) + 1,
         "checkpoint_id": checkpoint.checkpoint_id,
         "kind": plan.barrier.kind,

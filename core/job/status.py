@@ -74,6 +74,7 @@ def described_run(
             "error": record.error,
             "savepoint": record.savepoint,
         }
+    run_id: str | None
     if record is not None:
         run_id = record.run_id
     else:

@@ -131,7 +131,9 @@ def epoch_document(
     by_vertex: dict[str, dict[str, Any]] = {}
     for ack in sorted(acknowledgements, key=lambda a: (a.task_name, a.subtask_index)):
         metrics = ack.metrics
-        figures = with_rates(metrics, wall_seconds) if metrics else {"finished": True}
+        figures: dict[str, Any] = (
+            with_rates(metrics, wall_seconds) if metrics else {"finished": True}
+        )
         figures.setdefault("numRecordsIn", ack.records_in)
         figures.setdefault("numRecordsOut", ack.records_out)
         figures["checkpointSizeBytes"] = metrics.get("checkpointSizeBytes", ack.size_bytes)

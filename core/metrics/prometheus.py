@@ -159,7 +159,8 @@ def exposition(collector: FlintlockCollector) -> str:
     client = _client()
     registry = client.CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    return client.generate_latest(registry).decode()
+    text: str = client.generate_latest(registry).decode()
+    return text
 
 
 class MetricsServer:

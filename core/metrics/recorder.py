@@ -159,4 +159,5 @@ def latest_run(storage: CheckpointStorage, job_path: str) -> str | None:
     ]
     if not runs:
         return None
-    return max(runs, key=lambda info: info.mtime_ns or 0).base_name
+    latest: str = max(runs, key=lambda info: info.mtime_ns or 0).base_name
+    return latest

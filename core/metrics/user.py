@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -106,6 +106,7 @@ class Histogram:
 
 
 Metric = Counter | Gauge | Meter | Histogram
+MetricT = TypeVar("MetricT", Counter, Gauge, Meter, Histogram)
 KINDS: dict[type, str] = {
     Counter: "counters",
     Gauge: "gauges",
@@ -158,16 +159,18 @@ class MetricGroup:
             document.setdefault(KINDS[type(metric)], {})[name] = value
         return document
 
-    def _register(self, name: str, kind: type, make: Callable[[], Any]) -> Any:
+    def _register(self, name: str, kind: type[MetricT], make: Callable[[], MetricT]) -> MetricT:
         full = self.prefix + self._check(name)
         found = self.metrics.get(full)
         if found is None:
-            found = self.metrics[full] = make()
-        elif type(found) is not kind:
-            raise MetricError(
-                f"metric {full!r} is a {type(found).__name__}, asked for as a {kind.__name__}"
-            )
-        return found
+            made = make()
+            self.metrics[full] = made
+            return made
+        if isinstance(found, kind) and type(found) is kind:
+            return found
+        raise MetricError(
+            f"metric {full!r} is a {type(found).__name__}, asked for as a {kind.__name__}"
+        )
 
     @staticmethod
     def _check(name: str) -> str:

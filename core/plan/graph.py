@@ -180,8 +180,8 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     for t in transformations:
         for edge in t.inputs:
             if edge.partitioner is None:
-                upstream = by_id[edge.source_id].parallelism
-                edge.partitioner = default_partitioner(upstream, t.parallelism)
+                upstream_parallelism = by_id[edge.source_id].parallelism
+                edge.partitioner = default_partitioner(upstream_parallelism, t.parallelism)
     consumers: dict[int, list[Transformation]] = {t.id: [] for t in transformations}
     for t in transformations:
         for edge in t.inputs:
@@ -197,7 +197,7 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
         edge = t.inputs[0]
         upstream = by_id[edge.source_id]
         return (
-            edge.partitioner.kind == "forward"
+            _partitioner(edge).kind == "forward"
             and edge.side_output is None
             and upstream.parallelism == t.parallelism
             and len(consumers[upstream.id]) == 1
@@ -226,9 +226,10 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
                     f"{edge.input_index} (e.g. a union of its main and side output); read "
                     f"them on two inputs (connect) or map one of them first"
                 )
-            target.inputs.append((upstream.id, edge.input_index, edge.partitioner))
+            partitioner = _partitioner(edge)
+            target.inputs.append((upstream.id, edge.input_index, partitioner))
             side = (by_id[edge.source_id].name, edge.side_output) if edge.side_output else None
-            upstream.outputs.append(OutputEdge(target.id, edge.input_index, edge.partitioner, side))
+            upstream.outputs.append(OutputEdge(target.id, edge.input_index, partitioner, side))
     for vertex in sorted(vertices.values(), key=lambda v: v.id):
         vertex.layer = 1 + max((vertices[u].layer for u, _, _ in vertex.inputs), default=-1)
     return JobGraph(vertices)
@@ -272,10 +273,17 @@ def _task_type(t: Transformation) -> str:
     return "two-input" if any(e.input_index == 2 for e in t.inputs) else "one-input"
 
 
+def _partitioner(edge: InputEdge) -> Partitioner:
+    """The edge's partitioner, once the plan has given every edge one."""
+    if edge.partitioner is None:
+        raise GraphError(f"the edge from transformation {edge.source_id} has no partitioner")
+    return edge.partitioner
+
+
 def _check_edges(t: Transformation, by_id: dict[int, Transformation]) -> None:
     for edge in t.inputs:
         upstream = by_id[edge.source_id]
-        if edge.partitioner.kind == "forward" and upstream.parallelism != t.parallelism:
+        if _partitioner(edge).kind == "forward" and upstream.parallelism != t.parallelism:
             raise GraphError(
                 f"forward edge '{upstream.name}' (parallelism {upstream.parallelism}) -> "
                 f"'{t.name}' (parallelism {t.parallelism}) needs equal parallelism; "

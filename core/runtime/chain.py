@@ -4,6 +4,7 @@ take them through their lifecycle in the documented order."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -83,7 +84,7 @@ class OperatorChain:
             context = OperatorContext(self.task, op.name, position, length, self.hooks, storage)
             context.processing_time = self.processing_time
             self.setup_called.append(op)
-            self._call(op, "setup", lambda op=op, c=context, o=output: op.setup(c, o))
+            self._call(op, "setup", partial(op.setup, context, output))
 
     def initialize_states(
         self, backend: StateBackend, storage: CheckpointStorage, restore: TaskRestore | None
@@ -93,7 +94,7 @@ class OperatorChain:
             self._call(
                 op,
                 "initialize_state",
-                lambda op=op: initialize_operator_state(op, backend, storage, restore),
+                partial(initialize_operator_state, op, backend, storage, restore),
                 restored=restore is not None,
             )
             timers = op.context.timers
@@ -113,7 +114,7 @@ class OperatorChain:
             self._call(
                 op,
                 "notify_checkpoint_complete",
-                lambda op=op: op.notify_checkpoint_complete(checkpoint_id),
+                partial(op.notify_checkpoint_complete, checkpoint_id),
                 checkpoint_id=checkpoint_id,
             )
 
@@ -123,7 +124,7 @@ class OperatorChain:
             self._call(
                 op,
                 "notify_checkpoint_aborted",
-                lambda op=op: op.notify_checkpoint_aborted(checkpoint_id),
+                partial(op.notify_checkpoint_aborted, checkpoint_id),
                 checkpoint_id=checkpoint_id,
             )
 
@@ -169,7 +170,7 @@ class OperatorChain:
             timers = getattr(op.context, "timers", None)
             if position > 0:
                 self._fire_due_processing_timers(timers)
-                self._call(op, "end_input", lambda op=op: op.end_input(1), input_index=1)
+                self._call(op, "end_input", partial(op.end_input, 1), input_index=1)
             self._fire_due_processing_timers(timers)
             if timers is not None:
                 timers.quiesce_processing_time()
@@ -193,9 +194,7 @@ class OperatorChain:
             snapshots[op.name] = snapshot_operator_state(op, storage, directory)
 
         for op in self.tail_to_head():
-            self._call(
-                op, "snapshot_state", lambda op=op: snapshot(op), checkpoint_id=checkpoint_id
-            )
+            self._call(op, "snapshot_state", partial(snapshot, op), checkpoint_id=checkpoint_id)
         return {op.name: snapshots[op.name] for op in self.operators}
 
     def close_operators(self) -> list[tuple[str, BaseException]]:

@@ -44,12 +44,11 @@ class InputStreamTask(StreamTask):
         gate, chain = self.gate, self.chain
         fire_processing_timers = self.processing_time.fire_due
         for event in self.environment.input:
-            kind = type(event)
-            if kind is DataEvent:
+            if type(event) is DataEvent:
                 gate.check_data(event.input_index, event.channel)
                 chain.process_head(event.batch, event.input_index)
                 fire_processing_timers()
-            elif kind is WatermarkEvent:
+            elif type(event) is WatermarkEvent:
                 combined = gate.on_watermark(
                     event.input_index, event.channel, event.watermark.timestamp
                 )
@@ -58,21 +57,21 @@ class InputStreamTask(StreamTask):
                 if combined is not None:
                     chain.process_head_watermark(Watermark(combined), event.input_index)
                 fire_processing_timers()
-            elif kind is WatermarkStatusEvent:
+            elif type(event) is WatermarkStatusEvent:
                 combined = gate.on_status(event.input_index, event.channel, event.idle)
                 if combined is not None:
                     chain.process_head_watermark(Watermark(combined), event.input_index)
                 self.pass_status_changes()
-            elif kind is ProcessingTimeTick:
+            elif type(event) is ProcessingTimeTick:
                 fire_processing_timers()
-            elif kind is EndOfInputEvent:
+            elif type(event) is EndOfInputEvent:
                 if gate.on_end_of_input(event.input_index, event.channel):
                     if event.input_index not in self.ended_before:
                         chain.end_head_input(event.input_index)
                     if gate.all_ended:
                         self.input_ended = True
                         return
-            elif kind is CheckpointBarrier:
+            elif type(event) is CheckpointBarrier:
                 aligned = gate.on_barrier(event)
                 if aligned is not None:
                     self.barrier = aligned

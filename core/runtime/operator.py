@@ -8,13 +8,13 @@ process_watermark ..., end_input(i), finish, snapshot_state, close.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import pyarrow as pa
 
 from flintlock.core.events import MIN_TIMESTAMP, Watermark
 from flintlock.core.metrics.user import MetricGroup
-from flintlock.core.state.descriptors import StateDescriptor
+from flintlock.core.state.descriptors import HandleT, StateDescriptor
 
 if TYPE_CHECKING:
     from flintlock.core.api.functions import Function, TimerService
@@ -48,7 +48,7 @@ class OperatorContext:
     metrics: MetricGroup = field(default_factory=MetricGroup)
     """The operator's user metrics (``runtime_context.metric_group()``), read per epoch."""
 
-    def keyed_state(self, descriptor: StateDescriptor) -> Any:
+    def keyed_state(self, descriptor: StateDescriptor[HandleT]) -> HandleT:
         """The keyed state handle of ``descriptor``; an error if the operator is not keyed,
         or if restored state cannot be read as the descriptor declares it."""
         if self.keyed_backend is None:
@@ -226,11 +226,16 @@ class TwoInputStreamOperator(StreamOperator):
         raise NotImplementedError(f"{type(self).__name__} must override process_batch2")
 
 
-class UdfOperatorMixin:
-    """Runs a user function's lifecycle (set_runtime_context, open, finish, close) in the
-    operator's own, each inside its ``flintlock_function_*`` hook."""
+FunctionT = TypeVar("FunctionT", bound="Function")
+"""The kind of user function an operator runs (``MapFunction`` for a map)."""
 
-    function: Function
+
+class UdfOperatorMixin(Generic[FunctionT]):
+    """Runs a user function's lifecycle (set_runtime_context, open, finish, close) in the
+    operator's own, each inside its ``flintlock_function_*`` hook; ``UdfOperatorMixin[F]``
+    types ``self.function`` as ``F``."""
+
+    function: FunctionT
     context: OperatorContext
     name: str
 
@@ -269,4 +274,4 @@ class UdfOperatorMixin:
     def user_timer_service(self) -> TimerService:
         from flintlock.core.api.functions import TimerService
 
-        return TimerService(self)
+        return TimerService(cast("StreamOperator", self))  # mixed into a StreamOperator

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
@@ -51,10 +52,10 @@ class Output:
     def seal(self, owner: str) -> None:
         """After ``owner``'s finish(): any further emit raises. Costs nothing before."""
         self.owner = owner
-        self.emit = self._emit_after_finish  # type: ignore[method-assign]
-        self.emit_watermark = self._emit_after_finish  # type: ignore[method-assign]
-        self.emit_side = self._emit_after_finish  # type: ignore[method-assign]
-        self.emit_watermark_status = self._emit_after_finish  # type: ignore[method-assign]
+        self.emit = self._emit_after_finish  # type: ignore[method-assign,assignment]
+        self.emit_watermark = self._emit_after_finish  # type: ignore[method-assign,assignment]
+        self.emit_side = self._emit_after_finish  # type: ignore[method-assign,assignment]
+        self.emit_watermark_status = self._emit_after_finish  # type: ignore[method-assign,assignment]
 
     def _emit_after_finish(self, *_items: object) -> None:
         raise EmitAfterFinishError(
@@ -95,11 +96,11 @@ class ChainingOutput(Output):
         self.target = target
         self.rows = 0
         """Rows handed to ``target`` (its numRecordsIn), counted per batch."""
-        process = target.process_batch  # type: ignore[attr-defined]
-        watermark = target.process_watermark
+        process: Callable[[pa.RecordBatch], None] = target.process_batch  # type: ignore[attr-defined]
+        watermark: Callable[[Watermark], None] = target.process_watermark
         if hooks.implemented("flintlock_operator_process_batch"):
 
-            def process(batch: pa.RecordBatch, _step=process) -> None:  # type: ignore[no-redef]
+            def traced_process(batch: pa.RecordBatch, _step: Callable[..., None] = process) -> None:
                 hooks.around(
                     "flintlock_operator_process_batch",
                     lambda: _step(batch),
@@ -109,9 +110,11 @@ class ChainingOutput(Output):
                     input_index=1,
                 )
 
+            process = traced_process
+
         if hooks.implemented("flintlock_operator_process_watermark"):
 
-            def watermark(mark: Watermark, _step=watermark) -> None:  # type: ignore[no-redef]
+            def traced_watermark(mark: Watermark, _step: Callable[..., None] = watermark) -> None:
                 hooks.around(
                     "flintlock_operator_process_watermark",
                     lambda: _step(mark, 1),
@@ -120,6 +123,8 @@ class ChainingOutput(Output):
                     watermark=mark,
                     input_index=1,
                 )
+
+            watermark = traced_watermark
 
         self._process = process
         self._watermark = watermark

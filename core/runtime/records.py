@@ -38,8 +38,10 @@ def column_values(column: pa.Array) -> list[Any]:
     """A column's values as Python objects, numeric ones without nulls through numpy."""
     kind = column.type
     if column.null_count == 0 and (pat.is_integer(kind) or pat.is_floating(kind)):
-        return column.to_numpy().tolist()  # the same Python ints and floats, faster
-    return column.to_pylist()
+        values: list[Any] = column.to_numpy().tolist()  # the same ints and floats, faster
+    else:
+        values = column.to_pylist()
+    return values
 
 
 def _rows_maker(names: tuple[str, ...]) -> RowsMaker:
@@ -52,7 +54,8 @@ def _rows_maker(names: tuple[str, ...]) -> RowsMaker:
     values = ", ".join(f"v{i}" for i in range(len(names)))
     row = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))
     source = f"lambda {columns}: [{{{row}}} for {values}, in zip({columns}, strict=True)]"
-    return eval(source, {"__builtins__": {"zip": zip}})
+    maker: RowsMaker = eval(source, {"__builtins__": {"zip": zip}})
+    return maker
 
 
 def table_of_rows(rows: Sequence[dict[str, Any]], schema: pa.Schema | None, what: str) -> pa.Table:

@@ -23,6 +23,8 @@ from flintlock.core.runtime.records import (
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:
+    from flintlock.core.runtime.operator import OperatorContext
+    from flintlock.core.runtime.output import Output
     from flintlock.core.state.operator_state import OperatorStateStore
 
 MAX_HELD_ROWS = 1_000_000
@@ -128,7 +130,7 @@ class RowBatchBuilder:
 
     def empty(self) -> pa.RecordBatch | None:
         """An empty batch of the declared schema (so an empty input keeps it), else None."""
-        return pa.RecordBatch.from_pylist([], schema=self.schema) if self.declared else None  # type: ignore[union-attr]
+        return pa.RecordBatch.from_pylist([], schema=self.schema) if self.declared else None
 
     def release_held(self) -> pa.RecordBatch | None:
         """The held batches as one batch, as they are (the input ended); None if none."""
@@ -157,7 +159,7 @@ class RowBatchBuilder:
         batches = [b for data in streams for b in pa.ipc.open_stream(data).read_all().to_batches()]
         if not batches or self.declared:
             for batch in batches:  # a schema declared since: conform to it
-                self.held.append(conform_batch(batch, self.schema, self.operator_name))  # type: ignore[arg-type]
+                self.held.append(conform_batch(batch, self.schema, self.operator_name))
             return
         try:
             schema = pa.unify_schemas([b.schema for b in batches])
@@ -299,7 +301,7 @@ UnchangedCheck = tuple[Callable[[dict[str, Any]], Any], frozenset[type], tuple[i
 def _unchanged_checks(schema: pa.Schema) -> list[UnchangedCheck] | None:
     """Per field: its value taker, the Python types that come back from its Arrow type as
     they went in, and an integer type's bounds; None if a field's type has no such check."""
-    checks = []
+    checks: list[UnchangedCheck] = []
     for field in schema:
         kind, bounds = field.type, None
         if pat.is_integer(kind):
@@ -350,8 +352,8 @@ class HeldOutputMixin:
     and is emitted by ``emit_held``, which the operator calls in its finish()."""
 
     _builder: RowBatchBuilder
-    context: Any
-    output: Any
+    context: OperatorContext
+    output: Output
 
     def initialize_state(self) -> None:
         super().initialize_state()  # type: ignore[misc]

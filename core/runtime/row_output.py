@@ -54,7 +54,7 @@ class RowsOutput(ChainingOutput):
 
     def seal(self, owner: str) -> None:
         super().seal(owner)
-        self.emit_rows = self._emit_after_finish  # type: ignore[method-assign]
+        self.emit_rows = self._emit_after_finish  # type: ignore[method-assign,assignment]
 
 
 def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[dict[str, Any]]) -> None:
@@ -114,12 +114,12 @@ class FusedRows:
 
     def __init__(self, head: Any) -> None:
         self.output = head.output
-        stages = [head.row_stage()]
+        stages: list[RowStage] = [head.row_stage()]
         links: list[RowsOutput] = []
         output = head.output
         while isinstance(output, RowsOutput) and stages[-1].kind != "process":
             links.append(output)
-            stages.append(output.target.row_stage())
+            stages.append(output.target.row_stage())  # type: ignore[attr-defined]
             output = output.target.output
         self.stages, self.links = stages, links
         self.terminal = stages[-1].operator

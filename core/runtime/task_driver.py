@@ -29,7 +29,7 @@ class DrivenInput(Iterator[InputEvent]):
 
     def __next__(self) -> InputEvent:
         assert self.driver is not None, "DrivenInput used outside a TaskDriver"
-        event = self.driver.parent.switch(_NEED_INPUT)
+        event: InputEvent = self.driver.parent.switch(_NEED_INPUT)
         if type(event) is DataEvent:
             self.rows += event.batch.num_rows
         return event

@@ -103,10 +103,10 @@ class CollectionSource(Source):
             self.batches = data.to_batches(max_chunksize=batch_size)
             self.schema = data.schema
         elif data and isinstance(data[0], pa.RecordBatch):
-            self.batches = list(data)  # type: ignore[arg-type]
+            self.batches = list(data)
             self.schema = schema or self.batches[0].schema
         else:
-            table = table_of_rows(data, schema, "from_collection")  # type: ignore[arg-type]
+            table = table_of_rows(data, schema, "from_collection")
             self.batches = table.to_batches(max_chunksize=batch_size) if table.num_rows else []
             self.schema = table.schema if (schema is not None or table.num_columns) else None
         if not self.batches and self.schema is not None:

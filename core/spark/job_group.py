@@ -138,5 +138,5 @@ def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
 
 def _job_ids_for_tag(spark: SparkSession, tag: str) -> list[int]:
     """The ids of Spark's jobs tagged ``tag`` (an epoch run in its caller's job group)."""
-    tracker = spark.sparkContext._jsc.sc().statusTracker()  # type: ignore[union-attr]
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
     return [int(job_id) for job_id in tracker.getJobIdsForTag(tag)]

@@ -97,7 +97,7 @@ def active_or_local_session(
     launch_quiet_gateway(options)
     configured = _configured_master(SPARK_DEFAULT_MASTER)
     _check_same_master(master, configured, "Spark's configuration names the master {running}")
-    builder = SparkSession.builder.config(map=options)
+    builder = SparkSession.builder.config(map={**options})
     if configured is None:
         builder = builder.master(master or f"local[{os.cpu_count() or 2}]")
     return builder.getOrCreate(), True

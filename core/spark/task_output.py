@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from flintlock.core.spark.helper_threads import helper_thread
 
@@ -29,7 +29,7 @@ class _FileOnFirstWrite(io.TextIOBase):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.file: Any = None
+        self.file: TextIO | None = None
 
     def writable(self) -> bool:
         return True
@@ -56,7 +56,7 @@ def captured_stdout() -> Iterator[None]:
 
     spark_task = TaskContext.get()
     folder = spark_task.getLocalProperty(OUTPUT_PROPERTY) if spark_task is not None else None
-    if not folder or not os.path.isdir(folder):
+    if spark_task is None or not folder or not os.path.isdir(folder):
         yield
         return
     stream = _FileOnFirstWrite(os.path.join(folder, f"{spark_task.taskAttemptId():012d}.txt"))

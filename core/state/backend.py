@@ -10,7 +10,7 @@ from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.exchange.key_groups import key_group_of
 from flintlock.core.runtime.processing_time import Clock
-from flintlock.core.state.descriptors import StateDescriptor
+from flintlock.core.state.descriptors import HandleT, StateDescriptor
 from flintlock.core.state.ttl import wall_clock_ms
 
 KEY_GROUP_CACHE_SIZE = 1 << 16
@@ -64,7 +64,7 @@ class KeyedStateBackend(ABC):
         return cached if cached is not None else key_group_of(key, self.max_parallelism)
 
     @abstractmethod
-    def get_state(self, descriptor: StateDescriptor) -> Any:
+    def get_state(self, descriptor: StateDescriptor[HandleT]) -> HandleT:
         """The state handle for ``descriptor`` (the same handle on each call)."""
 
     @abstractmethod

@@ -5,20 +5,30 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import pyarrow as pa
 
+from flintlock.core.state.handles import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
 from flintlock.core.state.ttl import StateTtlConfig
 
 if TYPE_CHECKING:
     from flintlock.core.state.aggregate import AggregateFunction
 
 StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
+HandleT = TypeVar("HandleT")
+"""The handle a descriptor's state is read through (``ValueState`` for a value state)."""
+DescriptorT = TypeVar("DescriptorT", bound="StateDescriptor[Any]")
 
 
 @dataclass(frozen=True)
-class StateDescriptor:
+class StateDescriptor(Generic[HandleT]):
     """Name and kind of a state; ``arrow_type`` fixes how it is snapshotted (else inferred);
     ``ttl_config`` makes its entries expire (``StateTtlConfig``)."""
 
@@ -41,7 +51,7 @@ class StateDescriptor:
                 f"state '{self.name}': ttl_config must be a StateTtlConfig, not {self.ttl_config!r}"
             )
 
-    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> StateDescriptor:
+    def enable_time_to_live(self: DescriptorT, ttl_config: StateTtlConfig) -> DescriptorT:
         """A copy of this descriptor whose entries expire as ``ttl_config`` says."""
         twin = copy.copy(self)
         object.__setattr__(twin, "ttl_config", ttl_config)
@@ -49,14 +59,18 @@ class StateDescriptor:
         return twin
 
 
-def _set(descriptor: StateDescriptor, **fields: Any) -> None:
+AnyDescriptor = StateDescriptor[Any]
+"""A descriptor of any kind of state."""
+
+
+def _set(descriptor: StateDescriptor[Any], **fields: Any) -> None:
     for name, value in fields.items():
         object.__setattr__(descriptor, name, value)
     descriptor.__post_init__()
 
 
 @dataclass(frozen=True)
-class ValueStateDescriptor(StateDescriptor):
+class ValueStateDescriptor(StateDescriptor[ValueState]):
     """One value per key; ``default`` is returned while none is set."""
 
     default: Any = None
@@ -64,14 +78,14 @@ class ValueStateDescriptor(StateDescriptor):
 
 
 @dataclass(frozen=True)
-class ListStateDescriptor(StateDescriptor):
+class ListStateDescriptor(StateDescriptor[ListState]):
     """A list of values per key, or per operator subtask for operator state."""
 
     kind: StateKind = "list"
 
 
 @dataclass(frozen=True, init=False)
-class MapStateDescriptor(StateDescriptor):
+class MapStateDescriptor(StateDescriptor[MapState]):
     """A map per key: ``key_type`` and ``arrow_type`` type its keys and values."""
 
     key_type: pa.DataType | None = None
@@ -95,7 +109,7 @@ class MapStateDescriptor(StateDescriptor):
 
 
 @dataclass(frozen=True, init=False)
-class ReducingStateDescriptor(StateDescriptor):
+class ReducingStateDescriptor(StateDescriptor[ReducingState]):
     """One value per key, folded with ``reduce_function(current, new)`` on every add."""
 
     reduce_function: Callable[[Any, Any], Any] = None  # type: ignore[assignment]
@@ -121,17 +135,17 @@ class ReducingStateDescriptor(StateDescriptor):
 
 
 @dataclass(frozen=True, init=False)
-class AggregatingStateDescriptor(StateDescriptor):
+class AggregatingStateDescriptor(StateDescriptor[AggregatingState]):
     """An accumulator per key, built by an ``AggregateFunction``; ``arrow_type`` types the
     accumulator (what is snapshotted), not the result."""
 
-    aggregate_function: AggregateFunction = None  # type: ignore[assignment]
+    aggregate_function: AggregateFunction[Any, Any, Any] = None  # type: ignore[assignment]
     kind: StateKind = "aggregating"
 
     def __init__(
         self,
         name: str,
-        aggregate_function: AggregateFunction,
+        aggregate_function: AggregateFunction[Any, Any, Any],
         arrow_type: pa.DataType | None = None,
         ttl_config: StateTtlConfig | None = None,
     ) -> None:

@@ -10,7 +10,7 @@ written back, so a table may hand out copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -18,8 +18,8 @@ import pyarrow as pa
 from flintlock.core.api.keys import python_keys
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
+    AnyDescriptor,
     ReducingStateDescriptor,
-    StateDescriptor,
     ValueStateDescriptor,
 )
 from flintlock.core.state.handles import (
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def get_many(table: Any, keys: list[Any]) -> list[Any]:
     """The stored value of each key (None where there is none)."""
-    many = getattr(table, "get_many", None)
+    many: Callable[[list[Any]], list[Any]] | None = getattr(table, "get_many", None)
     if many is not None:
         return many(keys)
     get = table.get
@@ -116,7 +116,7 @@ class _Cell:
 
     __slots__ = ("_backend", "_refresh", "_table", "_ttl")
 
-    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         config = descriptor.ttl_config
         assert config is not None
         self._backend, self._table = backend, table
@@ -148,7 +148,7 @@ class _Cell:
 class _PlainCell(_Cell):
     """A stored value per key without TTL (reducing and aggregating state)."""
 
-    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         self._backend, self._table = backend, table
 
     def read(self) -> Any:
@@ -158,7 +158,7 @@ class _PlainCell(_Cell):
         self._table[self._backend.current_key] = value
 
 
-def _cell(backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> _Cell:
+def _cell(backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> _Cell:
     kind = _Cell if descriptor.ttl_config is not None else _PlainCell
     return kind(backend, table, descriptor)
 
@@ -208,7 +208,7 @@ class _ListState(ListState):
     """Keyed list state; with TTL each element expires on its own. Elements are never
     None (as in Flink, where a null element is refused)."""
 
-    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         self._backend, self._table = backend, table
         self._name = descriptor.name
         self._type_check = type_check(descriptor.arrow_type, f"list state '{descriptor.name}'")
@@ -279,7 +279,7 @@ class _ListState(ListState):
 class _MapState(MapState):
     """Keyed map state; with TTL each entry expires on its own."""
 
-    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         self._backend, self._table = backend, table
         what = f"map state '{descriptor.name}'"
         self._check_key = type_check(getattr(descriptor, "key_type", None), f"the keys of {what}")
@@ -293,7 +293,7 @@ class _MapState(MapState):
     def _live(self) -> dict[Any, Any]:
         """The current key's stored map, expired entries removed (and written back)."""
         key = self._backend.current_key
-        stored = self._table.get(key)
+        stored: dict[Any, Any] | None = self._table.get(key)
         if stored is None:
             return {}
         if self._ttl is None:
@@ -382,7 +382,7 @@ class _AggregatingState(AggregatingState):
         self._cell.clear()
 
 
-def make_handle(backend: KeyedStateBackend, table: Any, descriptor: StateDescriptor) -> Any:
+def make_handle(backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> Any:
     """The handle user code gets for ``descriptor``, over ``table``."""
     if isinstance(descriptor, ValueStateDescriptor):
         kind = _ValueState if descriptor.ttl_config is None else _TtlValueState

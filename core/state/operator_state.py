@@ -91,7 +91,7 @@ class ReadOnlyBroadcastState:
             "process_broadcast_element, which every subtask runs for every broadcast row"
         )
 
-    remove = clear = put  # type: ignore[assignment]
+    remove = clear = put
 
 
 class OperatorStateStore:

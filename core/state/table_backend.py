@@ -20,7 +20,7 @@ from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import CheckpointError, StateError
 from flintlock.core.state.backend import KeyedStateBackend
-from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
+from flintlock.core.state.descriptors import HandleT, MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
 from flintlock.core.state.state_files import (
     RestoredEntries,
@@ -44,7 +44,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         super().__init__(key_groups, max_parallelism)
         self._tables: dict[str, Any] = {}
-        self._descriptors: dict[str, StateDescriptor] = {}
+        self._descriptors: dict[str, StateDescriptor[Any]] = {}
         self._handles: dict[str, Any] = {}
         self._restored: dict[str, tuple[str, bool]] = {}  # name -> (kind, had a TTL)
 
@@ -65,14 +65,14 @@ class TableKeyedStateBackend(KeyedStateBackend):
 
     # ---- the KeyedStateBackend interface ----
 
-    def get_state(self, descriptor: StateDescriptor) -> Any:
+    def get_state(self, descriptor: StateDescriptor[HandleT]) -> HandleT:
         name = descriptor.name
         known = self._descriptors.get(name)
         if known is not None and known.kind != descriptor.kind:
             raise StateError(
                 f"state '{name}' is a {known.kind} state, asked for as {descriptor.kind}"
             )
-        handle = self._handles.get(name)
+        handle: HandleT | None = self._handles.get(name)
         if handle is not None:
             return handle
         restored = self._restored.get(name)
@@ -105,7 +105,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
         for name, table in self._tables.items():
             descriptor = self._descriptors.get(name)
             if descriptor is not None:
-                kind = descriptor.kind
+                kind: str = descriptor.kind
                 ttl = descriptor.ttl_config.ttl_ms if descriptor.ttl_config else None
                 key_type = (
                     descriptor.key_type if isinstance(descriptor, MapStateDescriptor) else None
