@@ -32,7 +32,7 @@ from flintlock.sinks import postgres_prepared as pgprep
 from flintlock.sinks import postgres_publish as publish
 from flintlock.sinks import postgres_sql as pgsql
 from flintlock.sinks.optional import require
-from flintlock.sinks.postgres_sql import psycopg, sql
+from flintlock.sinks.postgres_sql import StagedTransaction, psycopg, sql
 
 WRITES = ("insert", "upsert")
 MODES = ("error", "append", "overwrite")
@@ -51,7 +51,7 @@ class _Transaction:
     """Per-subtask visibility: the rows go into the table in a transaction to prepare."""
 
 
-class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
+class PostgresSink(TwoPhaseCommitSink[_Transaction, StagedTransaction]):
     """Writes a stream's rows into the PostgreSQL table ``table`` (``"schema.table"``
     allowed; names are taken literally) of the server ``conninfo`` (libpq key=value or URI).
 
@@ -190,7 +190,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
             ordered=self.write_mode == "upsert",
         )  # fmt: skip
 
-    def pre_commit(self, transaction: _Transaction) -> list[Any]:
+    def pre_commit(self, transaction: _Transaction) -> list[StagedTransaction]:
         """Commit the staging table: durable, invisible to the target table's readers (per
         subtask: prepare the transaction on the table, with its bookkeeping row)."""
         connection, task = transaction.connection, transaction.context.task
@@ -206,13 +206,15 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
         except psycopg.Error as error:
             raise self._failed(transaction, step, error) from error
         connection.close()  # a prepared transaction lives on without its connection
-        committable = {
+        committable: StagedTransaction = {
             "gid": transaction.gid,
             "subtask": task.subtask_index,
             "attempt": task.attempt_id,
             "rows": transaction.rows,
         }
-        return [{**committable, "prepared": True} if transaction.prepared else committable]
+        if transaction.prepared:
+            committable["prepared"] = True
+        return [committable]
 
     def _prepare(self, transaction: _Transaction) -> None:
         """Per subtask: an upsert's staged rows into the table, the bookkeeping row, PREPARE."""
@@ -340,7 +342,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
                     context.checkpoint_id, -1, context.run_id, 0, publish.overwrite_gid(context), 0,
                 )  # fmt: skip
 
-    def commit(self, context: CommitContext, committables: list[Any]) -> None:
+    def commit(self, context: CommitContext, committables: list[StagedTransaction]) -> None:
         """Publish the checkpoint in ONE transaction (postgres_publish.py), so a reader
         sees all of its rows or none; a repeated commit finds the bookkeeping rows.
         Prepared transactions (``visibility="subtask"``) are committed after it, one by
@@ -362,7 +364,7 @@ class PostgresSink(TwoPhaseCommitSink[_Transaction, dict[str, Any]]):
         """COMMIT PREPARED one subtask's transaction: its rows become visible."""
         connection.tpc_commit(xid)
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[Any]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[StagedTransaction]) -> None:
         """At every start and after every commit: drop this job's staging tables that no
         completed checkpoint references (``keep``): failed attempts, epochs that never
         completed. Prepared transactions (``visibility="subtask"``, or an earlier

@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING, Any
 from flintlock import CommittableError
 from flintlock.plugin_api import CommitContext
 from flintlock.sinks import postgres_sql as pgsql
-from flintlock.sinks.postgres_sql import sql
+from flintlock.sinks.postgres_sql import StagedTransaction, sql
 
 if TYPE_CHECKING:
     from flintlock.sinks.postgres import PostgresSink
 
 
 def publish(
-    sink: PostgresSink, connection: Any, context: CommitContext, committables: list[Any]
+    sink: PostgresSink,
+    connection: Any,
+    context: CommitContext,
+    committables: list[StagedTransaction],
 ) -> None:
     """Inside the open transaction on ``connection``: publish the ``committables`` that
     have no bookkeeping row yet (the prepared ones are not passed here)."""
@@ -52,7 +55,11 @@ def publish(
 
 
 def move(
-    sink: PostgresSink, connection: Any, context: CommitContext, committable: Any, stage: str
+    sink: PostgresSink,
+    connection: Any,
+    context: CommitContext,
+    committable: StagedTransaction,
+    stage: str,
 ) -> None:
     """One attempt's staged rows into the table (upsert: the last row of a key wins),
     with its bookkeeping row."""
@@ -92,7 +99,10 @@ def bookkept(connection: Any, markers: str, gids: list[str]) -> set[str]:
 
 
 def check_staged(
-    sink: PostgresSink, context: CommitContext, committables: list[Any], stages: dict[str, str]
+    sink: PostgresSink,
+    context: CommitContext,
+    committables: list[StagedTransaction],
+    stages: dict[str, str],
 ) -> None:
     """Committables neither committed nor prepared: each must have its staging table."""
     for committable in committables:

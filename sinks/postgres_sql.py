@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -29,6 +29,18 @@ class _Imported:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(require(self.module, "postgres", "PostgresSink"), name)
+
+
+class StagedTransaction(TypedDict, total=False):
+    """A PostgresSink committable: one subtask's transaction (its rows staged, or with
+    ``visibility="subtask"`` prepared on the table), as checkpoint metadata keeps it."""
+
+    gid: str
+    subtask: int
+    attempt: int
+    rows: int
+    prepared: bool
+    """Present (True) for a prepared transaction; absent for staged rows."""
 
 
 psycopg: Any = _Imported("psycopg")

@@ -20,12 +20,15 @@ from flintlock.sinks.delta_files import DeltaDataFile
 from flintlock.sinks.files import FileSink, StagedParquetFile
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_stats import IcebergDataFile
+from flintlock.sinks.postgres import PostgresSink
+from flintlock.sinks.postgres_sql import StagedTransaction
 
 SINKS: dict[type, type] = {
     FileSink: StagedParquetFile,
     CollectSink: StagedArrowFile,
     DeltaSink: DeltaDataFile,
     IcebergSink: IcebergDataFile,
+    PostgresSink: StagedTransaction,
 }
 """Each built-in 2PC sink and its committable type."""
 
@@ -84,3 +87,23 @@ def test_what_a_sink_pre_commits_is_its_committable_type(kind: type, tmp_path: P
         assert required <= item.keys() <= required | optional
         for key, value in item.items():
             assert isinstance(value, typing.get_origin(hints[key]) or hints[key]), key
+
+
+@pytest.mark.parametrize("visibility", ["checkpoint", "subtask"])
+def test_what_a_postgres_sink_pre_commits_is_its_committable_type(
+    visibility: str, pg_conninfo: str, tmp_path: Path
+) -> None:
+    """Staged rows, or (``visibility="subtask"``) a prepared transaction, on a real
+    PostgreSQL: the committable is JSON of StagedTransaction's keys and types."""
+    sink = PostgresSink(pg_conninfo, f"public.committables_{visibility}", visibility=visibility)
+    hints = typing.get_type_hints(StagedTransaction)
+    (item,) = pre_committed(sink, tmp_path)
+    assert {"gid", "subtask", "attempt", "rows"} <= item.keys() <= hints.keys()
+    assert all(isinstance(value, hints[key]) for key, value in item.items())
+    assert item["rows"] == 3 and item.get("prepared", False) is (visibility == "subtask")
+    sink.abort_uncommitted(
+        CommitContext(
+            "job", "run2", 0, CheckpointStorage.from_uri(str(tmp_path / "chk")), "job1", "out"
+        ),
+        [],
+    )  # nothing of it stays on the server
