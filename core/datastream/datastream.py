@@ -27,9 +27,9 @@ from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.datastream.building import BuildingStream, Feed
 from flintlock.core.datastream.checks import check_function, check_parallelism
 from flintlock.core.datastream.collected import CollectedRows, positional_name_refused
-from flintlock.core.datastream.connected import ConnectedStreams
+from flintlock.core.datastream.combining import CombiningMethods
 from flintlock.core.errors import GraphError
-from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE, hash_by
+from flintlock.core.exchange.partitioners import hash_by
 from flintlock.core.runtime.operator import StreamOperator
 
 if TYPE_CHECKING:
@@ -37,13 +37,12 @@ if TYPE_CHECKING:
     from flintlock.core.api.join_functions import IntervalJoin, WindowJoin
     from flintlock.core.api.window_assigners import WindowAssigner
     from flintlock.core.datastream.windowed import WindowedStream
-    from flintlock.core.state.descriptors import StateDescriptor
 
 Key = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
 """What ``key_by`` takes: a column, a list of columns (one tuple key) or a key selector."""
 
 
-class DataStream(BuildingStream):
+class DataStream(CombiningMethods, BuildingStream):
     """A stream of record batches; each method adds an operator and returns its output.
 
     ``schema`` is the schema of its records where the job's definition shows it: sources
@@ -266,26 +265,6 @@ class DataStream(BuildingStream):
             self.env, [(upstream, None, tag.name)], timestamp_column=stamp, schema=tag.schema
         )
 
-    def connect(self, other: Any) -> Any:
-        """Two streams into one two-input operator (CoProcessFunction), or this stream with
-        a BroadcastStream (a BroadcastProcessFunction)."""
-        from flintlock.core.datastream.broadcast import BroadcastConnectedStream, BroadcastStream
-
-        if isinstance(other, BroadcastStream):
-            return BroadcastConnectedStream(self, other)
-        return ConnectedStreams(self, other)
-
-    def union(self, *others: DataStream) -> DataStream:
-        """Records of all streams, into the next operator's one input; the schema stays
-        known if every stream has the same one."""
-        feed = list(self.feed)
-        schema = self.schema
-        for other in others:
-            feed += other.feed
-            if schema is not None and not (other.schema is not None and other.schema == schema):
-                schema = None
-        return DataStream(self.env, feed, timestamp_column=self.timestamp_column, schema=schema)
-
     def transform(
         self, name: str, operator: Callable[[], StreamOperator] | str, *args: Any, **kwargs: Any
     ) -> DataStream:
@@ -327,30 +306,6 @@ class DataStream(BuildingStream):
         self.env.registry.get("task type", task_type)  # a clear error if none is registered
         self.transformation.task_type = task_type
         return self
-
-    def rebalance(self) -> DataStream:
-        """Spread batches round robin over the next operator's subtasks."""
-        return DataStream(
-            self.env,
-            [(t, REBALANCE, side) for t, _, side in self.feed],
-            timestamp_column=self.timestamp_column,
-            schema=self.schema,
-        )
-
-    def broadcast(self, *descriptors: StateDescriptor[Any]) -> Any:
-        """Send every batch to every subtask of the next operator. With state descriptors
-        (MapStateDescriptor), a BroadcastStream for the broadcast state pattern:
-        ``other.connect(stream.broadcast(rules)).process(BroadcastProcessFunction)``."""
-        if descriptors:
-            from flintlock.core.datastream.broadcast import BroadcastStream
-
-            return BroadcastStream(self, descriptors)
-        return DataStream(
-            self.env,
-            [(t, BROADCAST, side) for t, _, side in self.feed],
-            timestamp_column=self.timestamp_column,
-            schema=self.schema,
-        )
 
     # ---- sinks ----
 
