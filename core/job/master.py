@@ -57,7 +57,7 @@ class JobConfig:
     """Serve the metrics in Prometheus' text format on this port while the job runs."""
 
 
-class JobMaster(JobResults):
+class JobMaster:
     """The driver's side of a job: holds its lease and Spark settings while a start
     runs, and dispatches it. A start first reads the job's folder: a FINISHED run's
     stored result is returned as it is; a completed final checkpoint whose commit is
@@ -77,6 +77,7 @@ class JobMaster(JobResults):
         self.sinks: dict[str, TwoPhaseCommitSink[Any, Any]] = {
             t.name: t.sink for t in transformations if t.sink is not None
         }
+        self.results = JobResults(config.job_name, self.storage, self.folder, self.sinks)
 
     def execute(
         self,
@@ -103,7 +104,7 @@ class JobMaster(JobResults):
         ):
             lease.acquire()  # the job's identity is made under it at the first start
             job_signals.reclaim()  # from the SparkContext, which takes SIGINT when it starts
-            metrics = self.metrics_recorder(run_id)
+            metrics = self._metrics_recorder(run_id)
             try:
                 self.folder.open()
                 self.folder.lease = lease
@@ -138,7 +139,7 @@ class JobMaster(JobResults):
         latest = self.coordinator.latest()
         if not new_run:
             if record is not None and record.status == "FINISHED":
-                return self._stored_result(record, started)
+                return self.results.stored(record, started)
             if (
                 latest is not None
                 and latest.final
@@ -182,16 +183,28 @@ class JobMaster(JobResults):
         except Exception as error:
             run_end.failed(self, checkpoint.run_id, error)
             raise
-        result = self.result_of(checkpoint, started, resumed=True)
-        result.metrics = self.final_metrics(checkpoint)
+        result = self.results.of(checkpoint, started, resumed=True)
+        result.metrics = self.results.run_metrics(checkpoint.run_id)  # as that run kept them
         self.folder.record_finished(
-            checkpoint.run_id, checkpoint.checkpoint_id, self.result_document(result)
+            checkpoint.run_id, checkpoint.checkpoint_id, self.results.document(result)
         )
         final = self.storage.uri(self.folder.checkpoint_dir(checkpoint.checkpoint_id))
         JobControl(self.folder).answer_remaining(
             run_id, savepoint=final, checkpoint_id=checkpoint.checkpoint_id, final=True
         )
         return result
+
+    def _metrics_recorder(self, run_id: str) -> MetricsRecorder:
+        """A run's metrics recorder, as the job's config asks (on, off, a port)."""
+        config = self.config
+        return MetricsRecorder(
+            self.storage,
+            self.folder.path,
+            config.job_name,
+            run_id,
+            enabled=config.metrics,
+            port=config.metrics_port,
+        )
 
     def abort_uncommitted(self, run_id: str, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""

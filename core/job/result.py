@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -13,10 +13,7 @@ from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint.job_folder import JobFolder, JobRecord
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.metrics.recorder import MetricsRecorder, read_run_metrics
-
-if TYPE_CHECKING:
-    from flintlock.core.job.master import JobConfig
+from flintlock.core.metrics.recorder import read_run_metrics
 
 
 @dataclass(repr=False)
@@ -71,31 +68,27 @@ class JobExecutionResult:
 
 
 class JobResults:
-    """The result half of ``JobMaster``: a run's result, the document the result store
-    keeps of it, and a stored result read back."""
+    """A job's results: a run's result after its last checkpoint, the document the result
+    store keeps of it, and a FINISHED run's result read back (owned by ``JobMaster``,
+    used by the run as it ends)."""
 
-    config: JobConfig
-    storage: CheckpointStorage
-    sinks: dict[str, TwoPhaseCommitSink[Any, Any]]
-    folder: JobFolder
+    def __init__(
+        self,
+        job_name: str,
+        storage: CheckpointStorage,
+        folder: JobFolder,
+        sinks: dict[str, TwoPhaseCommitSink[Any, Any]],
+    ) -> None:
+        self.job_name = job_name
+        self.storage = storage
+        self.folder = folder
+        self.sinks = sinks
 
-    def metrics_recorder(self, run_id: str) -> MetricsRecorder:
-        """A run's metrics recorder, as the job's config asks (on, off, a port)."""
-        config = self.config
-        return MetricsRecorder(
-            self.storage,
-            self.folder.path,
-            config.job_name,
-            run_id,
-            enabled=config.metrics,
-            port=config.metrics_port,
-        )
+    def run_metrics(self, run_id: str) -> dict[str, Any]:
+        """The metrics run ``run_id`` kept in the job's folder."""
+        return read_run_metrics(self.storage, self.folder.path, run_id)
 
-    def final_metrics(self, checkpoint: CompletedCheckpoint) -> dict[str, Any]:
-        """The metrics the run that took ``checkpoint`` kept (a resumed commit's result)."""
-        return read_run_metrics(self.storage, self.folder.path, checkpoint.run_id)
-
-    def result_of(
+    def of(
         self,
         checkpoint: CompletedCheckpoint | None,
         started: float,
@@ -118,7 +111,7 @@ class JobResults:
             if (sink_rows := getattr(sink, "result", None)) is not None
         }
         return JobExecutionResult(
-            job_name=self.config.job_name,
+            job_name=self.job_name,
             run_id=checkpoint.run_id if checkpoint is not None else "",
             checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else 0,
             duration_seconds=time.perf_counter() - started,
@@ -133,7 +126,7 @@ class JobResults:
             ),
         )
 
-    def result_document(self, result: JobExecutionResult) -> dict[str, Any]:
+    def document(self, result: JobExecutionResult) -> dict[str, Any]:
         """The part of a result the job result store keeps (tables by their files)."""
         return {
             "records_out": result.records_out,
@@ -147,7 +140,7 @@ class JobResults:
             },
         }
 
-    def _stored_result(self, record: JobRecord, started: float) -> JobExecutionResult:
+    def stored(self, record: JobRecord, started: float) -> JobExecutionResult:
         """The result a FINISHED run stored; collected tables are read back from its files."""
         stored = record.result
         collected = {}
@@ -157,7 +150,7 @@ class JobResults:
             if sink is not None and hasattr(sink, "result"):
                 sink.result = collected[name]
         return JobExecutionResult(
-            job_name=self.config.job_name,
+            job_name=self.job_name,
             run_id=record.run_id,
             checkpoint_id=record.checkpoint_id or 0,
             duration_seconds=time.perf_counter() - started,
@@ -167,5 +160,5 @@ class JobResults:
             resumed=True,
             already_finished=True,
             savepoint_path=stored.get("savepoint_path"),
-            metrics=read_run_metrics(self.storage, self.folder.path, record.run_id),
+            metrics=self.run_metrics(record.run_id),
         )

@@ -97,10 +97,10 @@ def ended(
     next start continues the job, where Flink would need a new submission."""
     if not input_ended:
         return stopped(run, checkpoint, started, savepoint)
-    master = run.master
-    result = master.result_of(checkpoint, started, run.records_out)
+    results = run.master.results
+    result = results.of(checkpoint, started, run.records_out)
     result.savepoint_path = savepoint
-    run.folder.record_finished(run.run_id, checkpoint.checkpoint_id, master.result_document(result))
+    run.folder.record_finished(run.run_id, checkpoint.checkpoint_id, results.document(result))
     write_status(run, "FINISHED", checkpoint.checkpoint_id, savepoint=savepoint)
     final = savepoint or run.checkpoint_uri(checkpoint.checkpoint_id)
     run.control.answer_remaining(
@@ -113,10 +113,10 @@ def stopped(
     run: JobRun, checkpoint: CompletedCheckpoint | None, started: float, savepoint: str | None
 ) -> JobExecutionResult:
     """STOPPED: the next start continues from ``checkpoint`` (the savepoint, if any)."""
-    master = run.master
+    results = run.master.results
     checkpoint_id = checkpoint.checkpoint_id if checkpoint is not None else 0
-    result = master.result_of(checkpoint, started, run.records_out)
-    run.folder.record_stopped(run.run_id, checkpoint_id, savepoint, master.result_document(result))
+    result = results.of(checkpoint, started, run.records_out)
+    run.folder.record_stopped(run.run_id, checkpoint_id, savepoint, results.document(result))
     write_status(run, "STOPPED", checkpoint_id, savepoint=savepoint)
     stopped_at = savepoint or run.checkpoint_uri(checkpoint_id)
     run.control.answer_remaining(run.run_id, savepoint=stopped_at, checkpoint_id=checkpoint_id)
