@@ -12,6 +12,7 @@ from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 from flintlock.core.events import Watermark
 from flintlock.core.exchange.messages import Kind, MessageBuffer, encode_json
 from flintlock.core.exchange.partitioners import BatchSplitter
+from flintlock.core.exchange.reports import PhaseReport
 from flintlock.core.plan.execution import ExecutionPlan, channel_key
 from flintlock.core.plan.graph import JobVertex, OutputEdge
 from flintlock.core.task_info import TaskInfo
@@ -130,13 +131,8 @@ class MessageWriter:
     def report_phases(self, task: TaskInfo, phases: dict[str, list[float]]) -> None:
         """The subtask's phase times, after close, in a REPORT the driver joins to its
         acknowledgement (by task, subtask and attempt)."""
-        document = {
-            "lifecycle_phases": phases,
-            "task_name": task.task_name,
-            "subtask_index": task.subtask_index,
-            "attempt_id": task.attempt_id,
-        }
-        self.send_towards_driver(Kind.REPORT, encode_json(document))
+        report = PhaseReport(task.task_name, task.subtask_index, task.attempt_id, phases)
+        self.send_towards_driver(Kind.REPORT, encode_json(report.to_json()))
 
     # ---- forwarding ----
 

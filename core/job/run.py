@@ -40,7 +40,8 @@ from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore
 from flintlock.core.errors import CheckpointError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
-from flintlock.core.hooks.reports import merge_reports
+from flintlock.core.exchange.reports import PhaseReport
+from flintlock.core.hooks.reports import PluginReport, merge_reports
 from flintlock.core.job import run_end, run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
@@ -311,7 +312,8 @@ class JobRun:
         """Acknowledgements for the coordinator; reports go back to their plugins. The last
         stage sends nothing else to the driver (a message for a vertex is a routing bug)."""
         check_for_driver(messages)
-        acknowledgements, reports = [], []
+        acknowledgements: list[TaskAcknowledgement] = []
+        reports: list[PluginReport] = []
         phases: dict[tuple[str, int, int], dict[str, list[float]]] = {}
         kinds = messages.column("kind").to_pylist()
         payloads = messages.column("payload").to_pylist()
@@ -319,10 +321,12 @@ class JobRun:
             document = decode_json(payload)
             if kind == Kind.ACK:
                 acknowledgements.append(TaskAcknowledgement.from_json(document))
-            elif kind == Kind.REPORT and "lifecycle_phases" in document:
-                phases[subtask_attempt(document)] = document["lifecycle_phases"]
-            elif kind == Kind.REPORT:
-                reports.append(document)
+                continue
+            if PhaseReport.carried_by(document):  # the last stage sends nothing else
+                phase_report = PhaseReport.from_json(document)
+                phases[phase_report.attempt] = phase_report.lifecycle_phases
+            else:
+                reports.append(PluginReport.from_json(document))
         merge_reports(self.config.plugins, reports)  # to the plugins, through their hook
         return [  # times of close come after the ack
             replace(ack, lifecycle_phases=phases.get(ack_attempt(ack), {}))
@@ -370,11 +374,6 @@ class JobRun:
     def checkpoint_uri(self, checkpoint_id: int) -> str:
         """A completed checkpoint's folder as users pass it back (with its scheme)."""
         return self.storage.uri(self.folder.checkpoint_dir(checkpoint_id))
-
-
-def subtask_attempt(document: dict[str, Any]) -> tuple[str, int, int]:
-    """The (task, subtask, attempt) a phase report comes from."""
-    return document["task_name"], document["subtask_index"], document["attempt_id"]
 
 
 def ack_attempt(ack: TaskAcknowledgement) -> tuple[str, int, int]:

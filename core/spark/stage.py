@@ -224,8 +224,8 @@ def _run(
             task.invoke()
         if reader is not None:
             reader.drain()
-        for document in reports_to_driver(task.environment.plugin_manager, plan.plugins, task.info):
-            writer.send_towards_driver(Kind.REPORT, encode_json(document))
+        for report in reports_to_driver(task.environment.plugin_manager, plan.plugins, task.info):
+            writer.send_towards_driver(Kind.REPORT, encode_json(report.to_json()))
 
     return _in_greenlet(body, writer)
 
