@@ -85,6 +85,11 @@ class JobRun:
         self.progress = progress
         self.config, self.folder, self.storage = master.config, master.folder, master.storage
         self.coordinator, self.sinks = master.coordinator, master.sinks
+        self.spark, self.epoch_frames, self.results = (
+            master.spark,
+            master.epoch_frames,
+            master.results,
+        )
         self.control = JobControl(self.folder)
         self.uids = operator_uids(master.transformations)
         self.graph_transformations, self.graph = run_start.run_graph(self, counts)
@@ -262,7 +267,7 @@ class JobRun:
         job_signals.check_canceled()
         epoch = len(self.epochs) + 1  # the number its figures will carry
         running = epoch_running(plan.job_name, epoch, plan.barrier.checkpoint_id, plan.run_id)
-        frames = master.epoch_frames
+        frames = self.epoch_frames
         with failures, running as job:
             frame = frames.frame_for(plan)
             with self.settings.epoch(job, frames.task_property(plan) if frames.reuse else ""):

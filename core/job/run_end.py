@@ -97,7 +97,7 @@ def ended(
     next start continues the job, where Flink would need a new submission."""
     if not input_ended:
         return stopped(run, checkpoint, started, savepoint)
-    results = run.master.results
+    results = run.results
     result = results.of(checkpoint, started, run.records_out)
     result.savepoint_path = savepoint
     run.folder.record_finished(run.run_id, checkpoint.checkpoint_id, results.document(result))
@@ -113,7 +113,7 @@ def stopped(
     run: JobRun, checkpoint: CompletedCheckpoint | None, started: float, savepoint: str | None
 ) -> JobExecutionResult:
     """STOPPED: the next start continues from ``checkpoint`` (the savepoint, if any)."""
-    results = run.master.results
+    results = run.results
     checkpoint_id = checkpoint.checkpoint_id if checkpoint is not None else 0
     result = results.of(checkpoint, started, run.records_out)
     run.folder.record_stopped(run.run_id, checkpoint_id, savepoint, results.document(result))

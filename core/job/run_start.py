@@ -123,7 +123,7 @@ def run_graph(run: JobRun, counts: SourcePartitionCounts) -> tuple[list[Transfor
         return transformations, build_job_graph(transformations)
     run.graph = graph  # the layout plan below is the run's plan with no epoch yet
     layout = run.plan(CheckpointBarrier(0, "checkpoint", True))
-    frame = run.master.epoch_frames.frame_for(layout)
+    frame = run.epoch_frames.frame_for(layout)
     planned = source_partitions.planned_partitions(frame)
     if planned == source_partitions.source_subtasks(graph):
         return transformations, graph  # the action runs the plan just made

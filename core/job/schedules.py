@@ -181,7 +181,7 @@ class TriggeredEpochs:
         while time.monotonic() < due and self.run.next_request() is None:
             now = time.monotonic()
             if period and now - touched >= period and due - now > 2 * HOLD_SECONDS:
-                keep_workers_alive(self.run.master.spark, self.run.config.job_name)
+                keep_workers_alive(self.run.spark, self.run.config.job_name)
                 touched = time.monotonic()
             time.sleep(min(0.05, max(0.0, due - time.monotonic())))
         self.last_start = time.monotonic()
