@@ -1,4 +1,9 @@
-"""Where snapshots go: Arrow IPC and JSON files on any ``pyarrow.fs`` file system."""
+"""Where snapshots go: Arrow IPC and JSON files on any ``pyarrow.fs`` file system.
+
+Checkpoint storage is pluggable as in Flink, and on Spark it must be reachable from every
+worker: ``pyarrow.fs`` reads local, HDFS, S3 and GCS alike without a JVM, and every read
+and write of a checkpoint goes through this one class, so retries and errors that name the
+file are in one place (CONTRIBUTING.md, "Checkpoint format")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""``first.connect(second)``: two streams feeding inputs 1 and 2 of one operator."""
+"""``first.connect(second)``: two streams feeding inputs 1 and 2 of one operator.
+
+Both inputs reach one two-input task as channels of one exchange, tagged with the input
+index (a CoProcessFunction's ``process_element1`` / ``process_element2``); the operator is
+keyed only when both streams are, since only then do their keys route to the same subtask."""
 
 from __future__ import annotations
 
