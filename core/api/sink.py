@@ -3,7 +3,8 @@ snapshot, commit on the driver once the checkpoint completed (exactly once, FLIP
 
 A Spark task cannot wait for the driver to say that a checkpoint completed, so the
 committer runs on the driver; committables travel in the acknowledgements and the
-checkpoint metadata as JSON values, never pickled, so they read back after a crash."""
+checkpoint metadata as JSON values, never pickled, and a restarted driver commits the last
+completed checkpoint's again from its metadata (hence commits are idempotent)."""
 
 from __future__ import annotations
 
