@@ -1,4 +1,9 @@
-"""The events a task's input delivers: data, watermarks, end of input, barriers."""
+"""The events a task's input delivers: data, watermarks, end of input, barriers.
+
+The one vocabulary between a task and whatever feeds it: the exchange's reader on Spark
+and the test harnesses deliver the same events, so a task's code is the same in both
+(``core/testing.py``). It sits at core/'s top, importing no room below, because every
+room shares it (CONTRIBUTING.md, "Layout")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """What a failed subtask tells its caller: a JSON-ready report, the same in-process and on
-the driver, where the LifecycleError is rebuilt from the report a Spark task sent."""
+the driver, where the LifecycleError is rebuilt from the report a Spark task sent.
+
+A worker's exception reaches the driver only as the text of Spark's error, wrapped in
+Py4J's Java stack; the report travels in that text as one JSON line (``MARKER``), so the
+user sees the same flintlock error, naming task, operator, phase and record, as in a test."""
 
 from __future__ import annotations
 

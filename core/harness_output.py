@@ -1,4 +1,8 @@
-"""The test harness's task output: what a subtask emitted, kept in lists."""
+"""The test harness's task output: what a subtask emitted, kept in lists.
+
+It is the task's RecordWriter, as the exchange's MessageWriter is on Spark, so a
+harnessed task runs the real invoke and chain with only its output replaced; what would
+have been framed as messages is kept for a test to assert on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Who a running subtask is: the facts every hook, error and snapshot name carries."""
+"""Who a running subtask is: the facts every hook, error and snapshot name carries.
+
+One frozen object at core/'s top, so hooks, errors and file names all name a subtask the
+same way; it carries Spark's task attempt id because a retried or speculative attempt
+writes its own snapshot folder and staged files, and only the attempts a checkpoint lists
+belong to it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Test harnesses: run operators through the real StreamTask invoke and operator chain,
-in-process, fed one call at a time. Only the input and the Spark context are replaced."""
+in-process, fed one call at a time. Only the input and the Spark context are replaced.
+
+So a test checks the very lifecycle code that runs on Spark, in seconds and without
+Spark: the task runs in a greenlet (``core/runtime/task_driver.py``) and the harness
+hands it one event at a time, so a test can stop between any two steps and look."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""flintlock: Apache Flink's task and operator lifecycle, in Python, on Apache Spark."""
+"""flintlock: Apache Flink's task and operator lifecycle, in Python, on Apache Spark.
+
+The names a job author uses, listed in ``__all__``: core/'s modules may move between
+releases while these names stay, so programs import from here (plugins also from
+``flintlock.plugin_api``), never from ``flintlock.core``."""
 
 from pathlib import Path as _Path
 

@@ -1,5 +1,10 @@
 """Inspect checkpoints and savepoints offline, without a job: ``flintlock checkpoints`` in
-Python. Paths are a ``chk-<N>`` folder, a savepoint, or a job's folder (its latest)."""
+Python. Paths are a ``chk-<N>`` folder, a savepoint, or a job's folder (its latest).
+
+Checkpoints are plain Arrow IPC and JSON files, so they read without Spark or the job's
+code; this module gathers the readers of core/checkpoint/ under one public name, as
+``flintlock checkpoints`` does on the command line (CONTRIBUTING.md, "Read a checkpoint
+offline")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The ``flintlock`` command: run a job file on Spark, or list the installed plugins."""
+"""The ``flintlock`` command: run a job file on Spark, or list the installed plugins.
+
+Flink's ``flink run``: the job file runs as ``__main__``, and the command's options reach
+its environments through variables that ``execute()`` reads (``FLINTLOCK_NEW_RUN`` and its
+kin), so the same file also runs unchanged as ``python job.py`` or under spark-submit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """``flintlock savepoint|stop|status|metrics|report JOB``: control a running unbounded job
-from a shell, see its figures, or write its HTML run report."""
+from a shell, see its figures, or write its HTML run report.
+
+A job's folder in checkpoint storage is the only channel to its driver (``JobClient``),
+so these commands work from any machine that sees the storage, without a connection to
+the driver's process or Spark."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``flintlock metrics JOB``: a job's latest run's metrics as a table (or JSON)."""
+"""``flintlock metrics JOB``: a job's latest run's metrics as a table (or JSON).
+
+The driver records each epoch's metrics in the job's folder, so this reads them from
+there, from any process that sees the checkpoint storage, while the job runs or after."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""keyed batch process: a KeyedBatchProcessFunction over whole batches of a keyed stream."""
+"""keyed batch process: a KeyedBatchProcessFunction over whole batches of a keyed stream.
+
+The fast path for keyed work: one Python call per batch, with every row's key as an Arrow
+array, instead of one per record. Since no per-record ``set_current_key`` runs to check
+each key, the whole batch's key groups are checked at once against the subtask's own."""
 
 from __future__ import annotations
 

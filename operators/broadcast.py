@@ -1,5 +1,9 @@
 """The broadcast process operator: input 1 is the (keyed or not) main stream, input 2 the
-broadcast stream whose rows every subtask sees and writes into its broadcast state."""
+broadcast stream whose rows every subtask sees and writes into its broadcast state.
+
+Main rows get a read-only context and broadcast rows a writable one, because every
+subtask's copy of the broadcast state stays equal only if every subtask makes the same
+writes; the state is operator state, declared at ``open`` so that a restored copy is kept."""
 
 from __future__ import annotations
 

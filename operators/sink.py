@@ -1,4 +1,9 @@
-"""The sink operator: hands batches (or records) to a SinkFunction; finish() flushes."""
+"""The sink operator: hands batches (or records) to a SinkFunction; finish() flushes.
+
+Beside it, the operator that runs a TwoPhaseCommitSink's writer on the lifecycle: a
+transaction begins at open (an epoch ends in one checkpoint), is pre-committed in
+``snapshot_state`` and its committables ride in the acknowledgement to the driver's
+committer; one never pre-committed (a failure or cancel) is aborted at close."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The in-memory ``hashmap`` state backend: a dict per state, snapshotted to Arrow IPC."""
+"""The in-memory ``hashmap`` state backend: a dict per state, snapshotted to Arrow IPC.
+
+The default and the fastest, bounded by the Python heap (``sqlite`` is for state larger
+than memory). It says only where entries live: handles, TTL and the snapshot layout come
+from the shared table backend, so its checkpoints are the same Arrow files ``sqlite``
+writes and each restores the other's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The one-input task type: a chain fed by one input's channels."""
+"""The one-input task type: a chain fed by one input's channels.
+
+All the channel reading is InputStreamTask's, shared with the two-input type; this
+plugin only names the task type and its head operator type, registered through the
+same entry point a third party's task type would use."""
 
 from __future__ import annotations
 

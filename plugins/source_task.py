@@ -1,4 +1,9 @@
-"""The source task type: its head reads splits; MAX_WATERMARK when the input ends."""
+"""The source task type: its head reads splits; MAX_WATERMARK when the input ends.
+
+A source task has no input channels to carry a barrier, so its epoch's barrier comes
+with the task: the job master decides where each epoch ends, and the task reads the
+epoch's splits, then snapshots at that barrier. It is a plugin like any task type,
+registered through the same entry point a third party's would use."""
 
 from __future__ import annotations
 

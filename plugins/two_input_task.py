@@ -1,4 +1,8 @@
-"""The two-input task type: both inputs arrive as channels tagged with the input index."""
+"""The two-input task type: both inputs arrive as channels tagged with the input index.
+
+On Spark both inputs come through one exchange and their channels interleave, so the
+inputs end in no fixed order: end_input(1) and end_input(2) follow the order they really
+end, and finish only after both, with the channel reading shared with the one-input type."""
 
 from __future__ import annotations
 

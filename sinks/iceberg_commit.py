@@ -1,6 +1,12 @@
 """The IcebergSink's committer, on the driver: output modes, the idempotent commit of a
 checkpoint's data files in one Iceberg transaction, and the removal of files no
-completed checkpoint references."""
+completed checkpoint references.
+
+A half of ``IcebergSink`` (its base class), apart from the writers that run in tasks. A
+commit is idempotent because a driver that crashed after committing commits the same
+checkpoint again at its next start: the sink's last checkpoint id recorded in the
+table's snapshots says what is already in, and a commit that loses a race with another
+writer is tried again on the reloaded table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""PrintSink: writes each batch's rows to standard output (debugging; not exactly-once)."""
+"""PrintSink: writes each batch's rows to standard output (debugging; not exactly-once).
+
+A plain SinkFunction, not a 2PC sink: rows are printed as they arrive, so an epoch run
+again prints them again. On Spark a worker's standard output reaches the driver's terminal
+only in local mode (``core/spark/task_output.py``)."""
 
 from __future__ import annotations
 

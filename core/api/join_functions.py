@@ -1,5 +1,10 @@
 """What joins of two keyed streams hand user code (Flink's ProcessJoinFunction and
-JoinFunction), and the builders ``interval_join`` and ``join`` return."""
+JoinFunction), and the builders ``interval_join`` and ``join`` return.
+
+The builders check, as the program is built, that both sides are keyed and carry event
+time, which the join operators need to buffer rows in keyed state and drop them with
+event-time timers; the operator itself is found by name (``env.operator``), so core never
+imports operators/."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Keyed work a batch at a time: a function that reads and updates the state of every key
-of a RecordBatch at once (``ValueState.values`` / ``update_values``), Arrow in and out."""
+of a RecordBatch at once (``ValueState.values`` / ``update_values``), Arrow in and out.
+
+It exists for keyed work on the fast path: batch-level methods are the fast path and
+per-record functions a convenience (CONTRIBUTING.md, "Batch-level keyed state"), so here
+no Python call runs per record."""
 
 from __future__ import annotations
 

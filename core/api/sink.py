@@ -1,5 +1,10 @@
 """Two-phase-commit sinks: write in a transaction per checkpoint, pre-commit in the
-snapshot, commit on the driver once the checkpoint completed (exactly once, FLIP-147)."""
+snapshot, commit on the driver once the checkpoint completed (exactly once, FLIP-147).
+
+A Spark task cannot wait for the driver to say that a checkpoint completed, so the
+committer runs on the driver; committables travel in the acknowledgements and the
+checkpoint metadata as JSON values, never pickled, and a restarted driver commits the last
+completed checkpoint's again from its metadata (hence commits are idempotent)."""
 
 from __future__ import annotations
 

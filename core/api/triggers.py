@@ -1,4 +1,8 @@
-"""When an unbounded job starts its epochs (Spark Structured Streaming's triggers)."""
+"""When an unbounded job starts its epochs (Spark Structured Streaming's triggers).
+
+An unbounded job is a sequence of epochs, each one Spark job ending in a checkpoint, so
+when the next one starts is the driver's choice; it is offered in the terms a PySpark user
+already knows from ``writeStream.trigger``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Event-time windows (Flink's TimeWindow and window assigners) and their triggers."""
+"""Event-time windows (Flink's TimeWindow and window assigners) and their triggers.
+
+Named and spelled as Flink's (``TumblingEventTimeWindows.of(1000)``) for a Flink user;
+they are part of the user API because the program hands them to ``keyed.window(...)``,
+and the window operator, found by name through the registry, receives them as they are."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """What windows hand user code: ProcessWindowFunction and its context, and how a window's
-contents grow for reduce, aggregate and process (used by the window operator)."""
+contents grow for reduce, aggregate and process (used by the window operator).
+
+``WindowedStream`` picks the contents for the method called (``reduce``, ``aggregate``,
+``process``) and the one window operator takes it: a window's contents are a reduced row,
+an accumulator or the rows, kept in keyed MapState alike, so one operator serves all three."""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """The driver's checkpoint coordinator: completes a checkpoint once every subtask
-acknowledged it, writes its metadata atomically, then has the sinks commit."""
+acknowledged it, writes its metadata atomically, then has the sinks commit.
+
+It runs on the driver, as Flink's runs in the JobMaster: a Spark task cannot wait for the
+driver, so acknowledgements travel in-band and only the driver sees all of an epoch's.
+Sinks commit only after the metadata is published, in checkpoint order, so what a sink
+commits always belongs to a completed checkpoint that a restart finds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Where a savepoint goes: a new, self-contained folder under the savepoint directory;
-and a completed epoch's snapshots moved into one (a stop asked while the epoch ran)."""
+and a completed epoch's snapshots moved into one (a stop asked while the epoch ran).
+
+A savepoint belongs to the user and may be moved or copied whole, so it gets its own
+folder rather than the job's ``chk-<N>``, and tasks write it through the job's checkpoint
+storage: the savepoint directory must be on that file system."""
 
 from __future__ import annotations
 

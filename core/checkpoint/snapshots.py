@@ -1,4 +1,9 @@
-"""What a subtask's snapshot contains, as small JSON manifests beside Arrow IPC files."""
+"""What a subtask's snapshot contains, as small JSON manifests beside Arrow IPC files.
+
+State is Arrow IPC and manifests are JSON, never pickles, so a checkpoint reads back
+without the job's code and offline (CONTRIBUTING.md, "Checkpoint format"). A manifest
+records its paths relative to its folder and the key groups its files hold, so a
+savepoint can move and a restore at another parallelism reads only the files it needs."""
 
 from __future__ import annotations
 

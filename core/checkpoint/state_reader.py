@@ -1,6 +1,10 @@
 """Read the state in a checkpoint offline: state tables and timers, each file checked,
 and the account ``flintlock checkpoints show`` prints (``reader.py`` reads the metadata
-and manifests these come from)."""
+and manifests these come from).
+
+A restore checks every state file it will read here, on the driver, before the job runs
+(``restore.py``): a missing or damaged file is refused naming it, rather than failing a
+task halfway through a restore."""
 
 from __future__ import annotations
 

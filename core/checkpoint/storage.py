@@ -1,4 +1,9 @@
-"""Where snapshots go: Arrow IPC and JSON files on any ``pyarrow.fs`` file system."""
+"""Where snapshots go: Arrow IPC and JSON files on any ``pyarrow.fs`` file system.
+
+Tasks write their own snapshots, so checkpoint storage must be reachable from every
+worker as well as the driver: any ``pyarrow.fs`` file system is (local, HDFS, S3, GCS).
+Every read and write of a checkpoint goes through this one class, so retries and errors
+that name the file are in one place (CONTRIBUTING.md, "Checkpoint format")."""
 
 from __future__ import annotations
 

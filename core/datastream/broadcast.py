@@ -1,6 +1,10 @@
 """The broadcast state pattern (Flink's): ``rules = stream.broadcast(descriptor)``, then
 ``events.connect(rules).process(fn)``: every subtask of the operator sees every
-broadcast row and keeps the same broadcast state; the other input reads it."""
+broadcast row and keeps the same broadcast state; the other input reads it.
+
+The broadcast input's edge uses the BROADCAST partitioner, and only
+``process_broadcast_element`` may write the state (the other side gets it read-only),
+because every subtask's copy stays equal only if every subtask makes the same writes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Checks of a program's arguments made as it is built: parallelism, user functions, key
-selector functions; each raises a GraphError that says what to pass instead."""
+selector functions; each raises a GraphError that says what to pass instead.
+
+A program's mistakes are refused where they are made, on the driver before Spark starts
+(CONTRIBUTING.md, "Keys"), rather than met as a failed task deep inside the job."""
 
 from __future__ import annotations
 

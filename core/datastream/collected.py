@@ -1,4 +1,8 @@
-"""A collecting sink's rows, read after the job ran (``DataStream.collect_async``)."""
+"""A collecting sink's rows, read after the job ran (``DataStream.collect_async``).
+
+The collect sink is a 2PC sink like any other, so its rows exist only once the job's
+checkpoints committed: ``collect_async`` returns this handle at build time, as Flink's
+``collectAsync`` does, and ``table()`` refuses until ``env.execute()`` ran."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""``first.connect(second)``: two streams feeding inputs 1 and 2 of one operator."""
+"""``first.connect(second)``: two streams feeding inputs 1 and 2 of one operator.
+
+Both inputs reach one two-input task as channels of one exchange, tagged with the input
+index (a CoProcessFunction's ``process_element1`` / ``process_element2``). The operator is
+keyed only when both streams are, since keyed state and timers need a key for every row
+of both inputs, on the subtask that owns its key group."""
 
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """The StreamExecutionEnvironment: where a program's sources are made (``from_*``, in
 source_methods.py) and its job runs (parallelism, Spark session, checkpoint storage,
-state backend, plugins)."""
+state backend, plugins).
+
+Named as Flink's, and ``execute()`` runs from any PySpark driver (spark-submit, a
+notebook, ``flintlock run``) over the active Spark session or a local one it starts. The
+``from_*`` methods are the class's other half in source_methods.py, so that neither module
+passes core/'s 400 lines (CONTRIBUTING.md, "Layout")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """``keyed.window(assigner)``: a keyed stream cut into event-time windows, then reduced,
-aggregated or processed per window (Flink's WindowedStream)."""
+aggregated or processed per window (Flink's WindowedStream).
+
+Each method picks a window operator by name (``window``, ``window_aggregate``, and
+``window_preaggregate`` chained before the exchange) and tries the window's shape and
+functions here, so a wrong one is a GraphError before Spark starts, not on the workers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""A task's output on Spark: frames batches and control events as messages per channel."""
+"""A task's output on Spark: frames batches and control events as messages per channel.
+
+Flink's RecordWriter, over a Spark shuffle: each channel's messages carry their own
+sequence numbers so the receiver can refuse a gap or a duplicate, and data is gathered
+into large messages before it is framed, because few large rows cross the JVM cheaply
+(``COALESCE_ROWS``; ``messages.py``)."""
 
 from __future__ import annotations
 

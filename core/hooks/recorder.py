@@ -1,4 +1,8 @@
-"""A plugin that records every lifecycle hook call per subtask, in order (for tests)."""
+"""A plugin that records every lifecycle hook call per subtask, in order (for tests).
+
+The lifecycle order is the contract every test checks, and every lifecycle step is a hook
+called around the real call, so a plain plugin can see the order the task really ran in:
+the tests assert on what it recorded rather than on a mocked task."""
 
 from __future__ import annotations
 

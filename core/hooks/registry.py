@@ -1,4 +1,9 @@
-"""Task types, state backends, operators, sinks and sources offered by plugins, by name."""
+"""Task types, state backends, operators, sinks and sources offered by plugins, by name.
+
+core never imports plugins/, operators/ or sinks/: it finds even ``map`` by the name a
+plugin registered it under. Each plugin's registration hook is called on its own with a
+``register`` callback, so naming checks and duplicates (naming both plugins) are handled
+in one place."""
 
 from __future__ import annotations
 

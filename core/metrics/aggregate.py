@@ -1,5 +1,9 @@
 """The driver's view of an epoch's metrics: the acknowledgements' per-subtask figures,
-their rates, and their sums per operator and per vertex; and a run's totals."""
+their rates, and their sums per operator and per vertex; and a run's totals.
+
+A subtask's figures reach the driver only in its acknowledgement, so the driver is where
+they meet: rates are worked out here, per second of wall-clock time as Flink's are, and
+summed per operator and vertex for the metric files, Prometheus and ``flintlock metrics``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """The driver's record of a run's metrics: one JSON document per epoch under the job's
 folder (``metrics/<run id>/epoch-<n>.json``), the latest in Prometheus' text format
-(``metrics/metrics.prom``), an HTTP endpoint on demand, and the run's summary."""
+(``metrics/metrics.prom``), an HTTP endpoint on demand, and the run's summary.
+
+They are files in the job's folder so that another process reads them too
+(``flintlock metrics JOB``), while the job runs or after; the Prometheus file is
+rewritten at most every ``PROMETHEUS_FILE_SECONDS``, so short epochs back to back do not
+each pay a rewrite."""
 
 from __future__ import annotations
 

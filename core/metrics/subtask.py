@@ -1,5 +1,9 @@
 """One subtask's metrics of one epoch, taken when it acknowledges its snapshot: counted
-per batch while it ran, read once here, and sent in its acknowledgement."""
+per batch while it ran, read once here, and sent in its acknowledgement.
+
+A Spark task reaches the driver only through the messages it yields, so its figures ride
+in the acknowledgement it sends anyway, once per subtask and epoch; they are counted per
+batch or event, never per record."""
 
 from __future__ import annotations
 

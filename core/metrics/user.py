@@ -1,5 +1,9 @@
 """User metrics with Flink's names and shapes: ``runtime_context.metric_group()`` gives
-counters, gauges, histograms and meters, read once at the end of each epoch."""
+counters, gauges, histograms and meters, read once at the end of each epoch.
+
+Flink's names, so a Flink user's metric code reads the same. They are read once per epoch
+because a subtask's figures reach the driver only in its acknowledgement (``subtask.py``):
+gauges are called and histograms' statistics computed then, not as values come in."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """What every Spark task of one epoch is told: vertices, stages, routes, the barrier.
 
 Built on the driver, shipped in each stage's closure (cloudpickle), read on workers.
-"""
+
+It holds the job's functions and user source splits, so it is cloudpickled as PySpark
+pickles a stage's function, and never stored. It splits into the run's layout and the
+epoch's part, because a run's stages are built once and only the epoch's part changes
+between epochs (``core/spark/epoch_frames.py``)."""
 
 from __future__ import annotations
 

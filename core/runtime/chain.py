@@ -1,5 +1,10 @@
 """An operator chain: the operators of one task, wired head to tail, and the loops that
-take them through their lifecycle in the documented order."""
+take them through their lifecycle in the documented order.
+
+Each loop names its order (open last to first, finish and close first to last, as Flink's
+documented lifecycle says, snapshot tail to head), so ``StreamTask.invoke`` reads as a
+list of steps; close goes on past a failing operator and returns every error, because
+every operator that was set up must be closed."""
 
 from __future__ import annotations
 

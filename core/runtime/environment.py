@@ -1,4 +1,7 @@
-"""Everything a subtask is given to run: identity, operators, input, output, storage."""
+"""Everything a subtask is given to run: identity, operators, input, output, storage.
+
+One object, so that a task runs the same code on Spark (built from the job's closure) and
+in a test harness: only the input, the writer and the storage differ between the two."""
 
 from __future__ import annotations
 

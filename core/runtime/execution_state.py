@@ -1,4 +1,7 @@
-"""A subtask's execution state, as Flink's ExecutionState, with its legal moves."""
+"""A subtask's execution state, as Flink's ExecutionState, with its legal moves.
+
+Plugins observe the moves through ``flintlock_task_state_changed``, so a move out of
+order is refused here (``check_transition``) rather than reported as if it happened."""
 
 from __future__ import annotations
 

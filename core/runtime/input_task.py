@@ -1,4 +1,9 @@
-"""The part of StreamTask shared by task types that read channels (one- and two-input)."""
+"""The part of StreamTask shared by task types that read channels (one- and two-input).
+
+Both inputs of a two-input task arrive as channels of one exchange, tagged with the input
+index, so the one- and two-input task types differ only in how many inputs they read:
+the run loop over the input gate, barrier alignment and end of input are written once
+here, and an input that ended in an earlier epoch gets no second end_input."""
 
 from __future__ import annotations
 

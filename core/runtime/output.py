@@ -1,4 +1,9 @@
-"""Where an operator's batches and watermarks go: the next operator, or out of the task."""
+"""Where an operator's batches and watermarks go: the next operator, or out of the task.
+
+Inside a task, operators pass Arrow batches by reference through these outputs, with no
+copy or framing; only the tail's output goes to the task's writer. An output is sealed
+after its operator's finish (nothing may be emitted after it), by swapping its methods,
+so the check costs nothing on the path before."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Processing time: the clock a task's processing-time timers follow (wall clock by default,
-a ManualClock in tests), and the task-wide check that fires them between batches."""
+a ManualClock in tests), and the task-wide check that fires them between batches.
+
+A task's code runs as one plain function with no timer thread, so due timers fire between
+batches, and the check after each batch is one comparison with the earliest timer of any
+operator. The clock is injected, so tests move processing time by hand and never sleep."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """The batches a per-record function's rows become (``RowBatchBuilder``): one schema,
 declared or inferred from the first output, and output held back (across checkpoints,
-as operator state) while a column of an inferred schema is still null-typed."""
+as operator state) while a column of an inferred schema is still null-typed.
+
+A stream's batches share one schema, and a column whose first outputs are all null would
+otherwise be locked to Arrow's null type; held back, they are emitted cast to the type of
+the first value that arrives (CONTRIBUTING.md, "Output schemas")."""
 
 from __future__ import annotations
 

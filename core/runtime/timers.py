@@ -1,5 +1,9 @@
 """Timers per key, in two time domains (Flink's InternalTimerService): event-time timers
-fire as watermarks pass them, processing-time timers as the task's clock does."""
+fire as watermarks pass them, processing-time timers as the task's clock does.
+
+Timers are persisted in state, as in Flink: a snapshot writes them as an Arrow file of
+(key group, key, timestamp, domain), so they move with their key groups when a job is
+restored at another parallelism, and a restore keeps only the key groups it owns."""
 
 from __future__ import annotations
 

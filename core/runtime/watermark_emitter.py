@@ -1,5 +1,8 @@
 """Runs a WatermarkStrategy where batches enter event time: at a source's head, or in the
-operator of ``assign_timestamps_and_watermarks``."""
+operator of ``assign_timestamps_and_watermarks``.
+
+One emitter serves both places, so a strategy behaves the same wherever it is set; it
+calls the generator once per batch, never per record, and only moves watermarks forward."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""ParquetSource: reads the files of a Parquet dataset, file i by subtask i mod parallelism."""
+"""ParquetSource: reads the files of a Parquet dataset, file i by subtask i mod parallelism.
+
+Read with pyarrow inside the source task, so the split of files among subtasks is fixed by
+their sorted order alone, and a subtask's position is the number of batches it read per
+file: operator state, so a restore skips what its checkpoint already covered."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Sources: readers over splits, whose positions are operator state, at a source task's head."""
+"""Sources: readers over splits, whose positions are operator state, at a source task's head.
+
+Sources are task types too: a reader's positions are the source operator's list state
+(``POSITIONS``), so they are checkpointed, restored and redistributed like any operator
+state, and a restored subtask reads on from where its checkpoint left off. The watermark
+strategy runs at the head, where batches enter event time."""
 
 from __future__ import annotations
 

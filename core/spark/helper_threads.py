@@ -1,5 +1,8 @@
 """Named single helper threads, one per process each: work the driver hands off its
-job's path (a partition count, a folder's removal) runs there, in order."""
+job's path (a partition count, a folder's removal) runs there, in order.
+
+One thread per name, kept for the process's life: the py4j connection a thread opens is
+made once rather than per job, and the work handed to it runs in the order it was given."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""The embedded local Spark session flintlock starts when none is given or active."""
+"""The embedded local Spark session flintlock starts when none is given or active.
+
+``env.execute()`` must run from any PySpark driver and from a plain ``python job.py``, so a
+session given, active or configured outside flintlock (spark-submit, ``spark-defaults``)
+is used as it is, and only otherwise a quiet local one is started. Java and the worker
+Python are checked first, and the JVM's stderr goes to a log file, so what cannot run is
+one SparkSetupError and task failures are reported by flintlock, not as Java traces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""DataFrame sources: a DataFrame's partitions read in place as source subtasks."""
+"""DataFrame sources: a DataFrame's partitions read in place as source subtasks.
+
+The DataFrame's partitions feed the source stage's ``mapInArrow`` directly, one partition a
+subtask, so its rows reach flintlock as Spark's Arrow batches with no collect and no copy
+through the driver. Adaptive execution is switched off for the job (exact exchanges), and
+a setting the user chose is put back after."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Flink's AggregateFunction: how AggregatingState folds inputs into an accumulator."""
+"""Flink's AggregateFunction: how AggregatingState folds inputs into an accumulator.
+
+It sits with the state, not the user functions, because its accumulator is what
+AggregatingState keeps and snapshots (as Arrow, so it must be a value Arrow can store);
+window ``aggregate`` folds with the same function."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The state backend interface: keyed state scoped by key group, snapshotted to storage."""
+"""The state backend interface: keyed state scoped by key group, snapshotted to storage.
+
+Backends are plugins (``hashmap`` in memory, ``sqlite`` on disk), so the runtime sees only
+this interface. State is scoped by key group as in Flink, so that a restore at another
+parallelism hands each subtask whole key groups, and every key is checked to belong to the
+subtask's key groups when it becomes current."""
 
 from __future__ import annotations
 

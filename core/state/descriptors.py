@@ -1,4 +1,8 @@
-"""Declare a piece of state by name, kind, (optionally) its Arrow type and its TTL."""
+"""Declare a piece of state by name, kind, (optionally) its Arrow type and its TTL.
+
+State is declared, as in Flink, rather than made ad hoc, so the runtime knows what to
+snapshot and restore under each name: the Arrow type fixes how values are stored (and is
+checked against a restored snapshot's), and the descriptor types the handle it returns."""
 
 from __future__ import annotations
 

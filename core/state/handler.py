@@ -1,4 +1,9 @@
-"""Creates, restores and snapshots one operator's managed state and timers."""
+"""Creates, restores and snapshots one operator's managed state and timers.
+
+The chain calls it at ``initialize_state`` and ``snapshot_state`` for every operator, so
+no operator handles its own checkpoint files: each keyed operator gets a backend for its
+subtask's key groups, its timers and its operator state, restored from the snapshot files
+that overlap them, by the same rules for every operator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Operator (non-keyed) list state, redistributed by even split or union on restore."""
+"""Operator (non-keyed) list state, redistributed by even split or union on restore.
+
+State that belongs to a subtask rather than a key (a source's positions) has no key group
+to move by, so, as in Flink, it is a list whose elements are split evenly among the new
+subtasks or handed whole to each (union); broadcast state, the same on every subtask,
+lives here too."""
 
 from __future__ import annotations
 

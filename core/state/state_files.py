@@ -9,8 +9,9 @@ One Arrow IPC file per state, one row per key (one row per map entry for map sta
 - ``ttl_timestamp`` int64 (a list of int64 for list state) — only for states with a TTL:
   the last-access time of the value, of each element or of each entry, in epoch ms.
 
-Expired entries are not written; keys with nothing left are not written.
-"""
+Expired entries are not written; keys with nothing left are not written. Every table
+backend writes this one layout, so a snapshot of one backend restores on the other, and
+the key group column lets a restore at another parallelism keep only the groups it owns."""
 
 from __future__ import annotations
 
