@@ -31,7 +31,7 @@ MAX_HELD_ROWS = 1_000_000
 """Output rows held while a column of an inferred schema is still null-typed; past this,
 the held rows are emitted as they are and the column stays null-typed."""
 
-HELD_OUTPUT = ListStateDescriptor("flintlock-held-output", pa.binary())
+HELD_OUTPUT = ListStateDescriptor[bytes]("flintlock-held-output", pa.binary())
 """Operator state for held output at a checkpoint: one Arrow IPC stream per held batch."""
 
 

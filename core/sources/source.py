@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 
@@ -16,7 +16,15 @@ from flintlock.core.runtime.records import table_of_rows
 from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
 
-POSITIONS = ListStateDescriptor(
+
+class SplitPosition(TypedDict):
+    """One element of a source's position state: how far the reader got in one split."""
+
+    split: str
+    position: int
+
+
+POSITIONS = ListStateDescriptor[SplitPosition](
     "source-positions", pa.struct([("split", pa.string()), ("position", pa.int64())])
 )
 

@@ -23,10 +23,14 @@ from flintlock.core.state.descriptors import (
     ValueStateDescriptor,
 )
 from flintlock.core.state.handles import (
+    IN,
+    OUT,
     AggregatingState,
+    K,
     ListState,
     MapState,
     ReducingState,
+    T,
     ValueState,
 )
 from flintlock.core.state.type_check import type_check
@@ -68,7 +72,7 @@ def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
     return array if isinstance(array, list) else python_keys(array)
 
 
-class _ValueState(ValueState):
+class _ValueState(ValueState[T]):
     """Value state without TTL: the per-record hot path (one dict lookup per call)."""
 
     __slots__ = ("_arrow_type", "_backend", "_check", "_default", "_table")
@@ -163,7 +167,7 @@ def _cell(backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> 
     return kind(backend, table, descriptor)
 
 
-class _TtlValueState(ValueState):
+class _TtlValueState(ValueState[T]):
     """Value state with TTL."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
@@ -204,7 +208,7 @@ class _TtlValueState(ValueState):
         delete_many(self._table, cleared)
 
 
-class _ListState(ListState):
+class _ListState(ListState[T]):
     """Keyed list state; with TTL each element expires on its own. Elements are never
     None (as in Flink, where a null element is refused)."""
 
@@ -276,7 +280,7 @@ class _ListState(ListState):
         self._table.pop(self._backend.current_key, None)
 
 
-class _MapState(MapState):
+class _MapState(MapState[K, T]):
     """Keyed map state; with TTL each entry expires on its own."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
@@ -347,7 +351,7 @@ class _MapState(MapState):
         self._table.pop(self._backend.current_key, None)
 
 
-class _ReducingState(ReducingState):
+class _ReducingState(ReducingState[T]):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._cell = _cell(backend, table, descriptor)
         self._reduce = descriptor.reduce_function
@@ -363,7 +367,7 @@ class _ReducingState(ReducingState):
         self._cell.clear()
 
 
-class _AggregatingState(AggregatingState):
+class _AggregatingState(AggregatingState[IN, OUT]):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._cell = _cell(backend, table, descriptor)
         self._function = descriptor.aggregate_function
