@@ -55,7 +55,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamO
     def __init__(
         self,
         assigner: WindowAssigner,
-        contents: WindowContents,
+        contents: WindowContents[Any, Any],
         key_selector: KeySelector,
         timestamp_column: str | None,
         trigger: Trigger | None = None,
