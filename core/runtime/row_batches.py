@@ -23,6 +23,7 @@ from flintlock.core.runtime.records import (
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
     from flintlock.core.runtime.operator import OperatorContext
     from flintlock.core.runtime.output import Output
     from flintlock.core.state.operator_state import OperatorStateStore
@@ -56,7 +57,7 @@ class RowBatchBuilder:
         self.held: list[pa.RecordBatch] = []
         self._held_rows = 0
 
-    def build(self, rows: list[dict[str, Any]]) -> pa.RecordBatch | None:
+    def build(self, rows: list[Row]) -> pa.RecordBatch | None:
         """One batch of ``rows`` (with any held batches before them); None if none is ready."""
         if not rows:
             return None
@@ -71,7 +72,7 @@ class RowBatchBuilder:
             return self._hold_or_release(self._with_schema(rows))
         return self._with_schema(rows)
 
-    def passes_as_rows(self, rows: list[dict[str, Any]]) -> bool:
+    def passes_as_rows(self, rows: list[Row]) -> bool:
         """True if ``rows`` (not empty) would come back from a batch of the declared schema
         as they are: dicts with exactly its columns, each value of the Python type its
         column gives back (an int within the integer type's range, a float for float64, a
@@ -97,7 +98,7 @@ class RowBatchBuilder:
             return False
         return True
 
-    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+    def check_rows(self, rows: list[Row]) -> None:
         """Check rows that go on as they are (to a next per-record function): dicts with
         the columns of the first row seen; their values are not converted."""
         names = self._names
