@@ -33,6 +33,7 @@ from flintlock.core.state.handles import (
 T = TypeVar("T")
 K = TypeVar("K")
 IN = TypeVar("IN")
+ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class RuntimeContext:
         return self._context.keyed_state(descriptor)
 
     def get_aggregating_state(
-        self, descriptor: AggregatingStateDescriptor[IN, Any, OUT]
+        self, descriptor: AggregatingStateDescriptor[IN, ACC, OUT]
     ) -> AggregatingState[IN, OUT]:
         """Keyed aggregating state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
