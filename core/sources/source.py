@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 
@@ -15,6 +15,9 @@ from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.records import table_of_rows
 from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
+
+if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
 
 
 class SplitPosition(TypedDict):
@@ -103,7 +106,7 @@ class CollectionSource(Source):
 
     def __init__(
         self,
-        data: Sequence[pa.RecordBatch] | Sequence[dict[str, Any]] | pa.Table,
+        data: Sequence[pa.RecordBatch] | Sequence[Row] | pa.Table,
         batch_size: int = 65536,
         schema: pa.Schema | None = None,
     ) -> None:
