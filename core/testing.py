@@ -11,11 +11,12 @@ import atexit
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from flintlock.core.api.functions import Row
 from flintlock.core.api.side_outputs import OutputTag, check_tag
 from flintlock.core.api.sink import CommitContext, TwoPhaseCommitSink
 from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore, TaskSnapshot
@@ -43,6 +44,9 @@ from flintlock.core.runtime.task import StreamTask
 from flintlock.core.runtime.task_driver import DrivenInput, TaskDriver
 from flintlock.core.sources.source import CollectionSource, Source, SourceEpoch, SourceOperator
 from flintlock.core.task_info import TaskInfo
+
+CommT = TypeVar("CommT")
+"""A sink's committable type (``StagedParquetFile`` for a FileSink)."""
 
 _scratch: str | None = None
 
@@ -148,7 +152,7 @@ class TaskHarness:
             self._send(DataEvent(one, input_index, channel))
 
     def process_records(
-        self, rows: Sequence[dict[str, Any]], input_index: int = 1, schema: pa.Schema | None = None
+        self, rows: Sequence[Row], input_index: int = 1, schema: pa.Schema | None = None
     ) -> None:
         """Feed rows (dicts) as one batch."""
         self.process_batch(pa.RecordBatch.from_pylist(list(rows), schema=schema), input_index)
@@ -208,8 +212,8 @@ class TaskHarness:
         raise AssertionError("the task did not end canceled")
 
     def commit(
-        self, sink: TwoPhaseCommitSink[Any, Any], operator_name: str | None = None
-    ) -> list[Any]:
+        self, sink: TwoPhaseCommitSink[Any, CommT], operator_name: str | None = None
+    ) -> list[CommT]:
         """Play the driver's committer: commit what the sink operator acknowledged.
 
         On Spark this runs on the driver once every subtask acknowledged the checkpoint;
@@ -238,9 +242,9 @@ class TaskHarness:
         batches = self.writer.batches
         return pa.Table.from_batches(batches) if batches else pa.table({})
 
-    def output_rows(self) -> list[dict[str, Any]]:
+    def output_rows(self) -> list[Row]:
         """Everything emitted, as rows."""
-        rows: list[dict[str, Any]] = self.output().to_pylist()
+        rows: list[Row] = self.output().to_pylist()
         return rows
 
     def side_output(self, tag: OutputTag) -> pa.Table:
@@ -248,9 +252,9 @@ class TaskHarness:
         batches = self.writer.side_batches.get(check_tag(tag, "side_output").name)
         return pa.Table.from_batches(batches) if batches else pa.table({})
 
-    def side_output_rows(self, tag: OutputTag) -> list[dict[str, Any]]:
+    def side_output_rows(self, tag: OutputTag) -> list[Row]:
         """Everything emitted to side output ``tag``, as rows."""
-        rows: list[dict[str, Any]] = self.side_output(tag).to_pylist()
+        rows: list[Row] = self.side_output(tag).to_pylist()
         return rows
 
     @property
@@ -348,7 +352,7 @@ class SourceHarness(TaskHarness):
 
     def __init__(
         self,
-        source: Source | SourceOperator | list[dict[str, Any]],
+        source: Source | SourceOperator | list[Row],
         *operators: StreamOperator,
         checkpoint_id: int = 1,
         source_epoch: SourceEpoch | None = None,

@@ -54,7 +54,7 @@ class BroadcastProcessOperator(
         self._read_only = BroadcastContext(self, writable=False)
         self._writable = BroadcastContext(self, writable=True)
 
-    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState:
+    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState[Any, Any]:
         """The broadcast state ``descriptor`` names; it must be declared on broadcast()."""
         if descriptor.name not in self.state_names:
             raise ValueError(

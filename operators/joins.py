@@ -100,8 +100,8 @@ class IntervalJoinOperator(_KeyedTwoInputJoin):
         super().open()
         keyed_state = self.context.keyed_state
         self._buffers = (
-            keyed_state(MapStateDescriptor("left-buffer", pa.int64())),
-            keyed_state(MapStateDescriptor("right-buffer", pa.int64())),
+            keyed_state(MapStateDescriptor[int, list[Row]]("left-buffer", pa.int64())),
+            keyed_state(MapStateDescriptor[int, list[Row]]("right-buffer", pa.int64())),
         )
 
     def _element(self, row: Row, key: Any, timestamp: int, side: int) -> None:
@@ -159,10 +159,11 @@ class WindowJoinOperator(_KeyedTwoInputJoin):
     def open(self) -> None:
         super().open()
         keyed_state = self.context.keyed_state
-        self._ends = keyed_state(MapStateDescriptor("window-ends", pa.int64(), pa.int64()))
+        ends = MapStateDescriptor[int, int]("window-ends", pa.int64(), pa.int64())
+        self._ends = keyed_state(ends)
         self._sides = (
-            keyed_state(MapStateDescriptor("left-windows", pa.int64())),
-            keyed_state(MapStateDescriptor("right-windows", pa.int64())),
+            keyed_state(MapStateDescriptor[int, list[Row]]("left-windows", pa.int64())),
+            keyed_state(MapStateDescriptor[int, list[Row]]("right-windows", pa.int64())),
         )
 
     def _element(self, row: Row, key: Any, timestamp: int, side: int) -> None:

@@ -175,7 +175,7 @@ class BatchWindowAggregateOperator(ColumnWindowOperator):
 
     def open(self) -> None:
         super().open()
-        self._state = self.context.keyed_state(ValueStateDescriptor("window-aggregates"))
+        self._state = self.context.keyed_state(ValueStateDescriptor[object]("window-aggregates"))
         self._late = self.context.metrics.counter("numLateRecordsDropped")  # Flink's name
 
     # ---- rows ----
@@ -293,7 +293,7 @@ class BatchWindowAggregateOperator(ColumnWindowOperator):
             ) from None
         if not keys:
             return
-        handle = backend.get_state(ValueStateDescriptor("window-aggregates"))
+        handle = backend.get_state(ValueStateDescriptor[object]("window-aggregates"))
         windows = handle.values(keys_to_arrow(keys, "window keys")).to_pylist()
         rows: dict[str, list[Any]] = {name: [] for name in self.key_names}
         for key, entries in zip(keys, windows, strict=True):

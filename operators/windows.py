@@ -55,7 +55,7 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamO
     def __init__(
         self,
         assigner: WindowAssigner,
-        contents: WindowContents,
+        contents: WindowContents[Any, Any],
         key_selector: KeySelector,
         timestamp_column: str | None,
         trigger: Trigger | None = None,
@@ -87,8 +87,10 @@ class WindowOperator(RowOutputMixin, UdfOperatorMixin[Function], OneInputStreamO
     def open(self) -> None:
         super().open()
         keyed_state = self.context.keyed_state
-        self._ends = keyed_state(MapStateDescriptor("window-ends", pa.int64(), pa.int64()))
-        self._windows = keyed_state(MapStateDescriptor("window-contents", pa.int64()))
+        ends = MapStateDescriptor[int, int]("window-ends", pa.int64(), pa.int64())
+        self._ends = keyed_state(ends)
+        # the contents are what the window's WindowContents makes of its rows
+        self._windows = keyed_state(MapStateDescriptor[int, Any]("window-contents", pa.int64()))
         self._take_contents = self._windows.pop  # a closure over the table (no TTL)
 
     # ---- rows ----

@@ -17,7 +17,7 @@ CHUNK = 262144
 """Entries per snapshot batch: bounds the snapshot's extra memory, keeps batches in cache."""
 
 
-class HashMapKeyedStateBackend(TableKeyedStateBackend):
+class HashMapKeyedStateBackend(TableKeyedStateBackend[dict[Any, Any]]):
     """Keyed state as ``{state name: {key: value}}`` on the Python heap."""
 
     def new_table(self, name: str) -> dict[Any, Any]:

@@ -195,7 +195,7 @@ class SQLiteTable:
         return int(self._connection.execute(self._count).fetchone()[0])
 
 
-class SQLiteKeyedStateBackend(TableKeyedStateBackend):
+class SQLiteKeyedStateBackend(TableKeyedStateBackend[SQLiteTable]):
     """Keyed state of one operator in one subtask, in its own SQLite file."""
 
     memory_map_restore = False  # restore reads one batch at a time: memory stays bounded

@@ -9,7 +9,7 @@ per-batch outputs are cast to ``output_schema`` when one is declared.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -29,6 +29,12 @@ from flintlock.core.state.handles import (
     ReducingState,
     ValueState,
 )
+
+T = TypeVar("T")
+K = TypeVar("K")
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
 
 if TYPE_CHECKING:
     from flintlock.core.api.side_outputs import SideOutputCollector
@@ -60,31 +66,33 @@ class RuntimeContext:
         ``counter``, ``gauge``, ``histogram``, ``meter``; read once per epoch."""
         return self._context.metrics
 
-    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
+    def get_state(self, descriptor: ValueStateDescriptor[T]) -> ValueState[T]:
         """Keyed value state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
-    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+    def get_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """Keyed list state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
-    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
+    def get_map_state(self, descriptor: MapStateDescriptor[K, T]) -> MapState[K, T]:
         """Keyed map state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
-    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor[T]) -> ReducingState[T]:
         """Keyed reducing state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
-    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:
+    def get_aggregating_state(
+        self, descriptor: AggregatingStateDescriptor[IN, ACC, OUT]
+    ) -> AggregatingState[IN, OUT]:
         """Keyed aggregating state (the operator must be keyed)."""
         return self._context.keyed_state(descriptor)
 
-    def get_operator_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+    def get_operator_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """Operator list state, split evenly over subtasks on rescale."""
         return self._context.operator_state.get_list_state(descriptor)
 
-    def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+    def get_union_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """Operator list state that every subtask restores whole."""
         return self._context.operator_state.get_union_list_state(descriptor)
 

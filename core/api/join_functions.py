@@ -18,7 +18,7 @@ from flintlock.core.api.window_assigners import WindowAssigner
 from flintlock.core.errors import GraphError
 
 if TYPE_CHECKING:
-    from flintlock.core.datastream.datastream import DataStream
+    from flintlock.core.datastream.datastream import DataStream, Key
 
 
 class JoinContext:
@@ -126,12 +126,12 @@ class WindowJoin:
         self.left, self.right = left, right
         self.assigner: WindowAssigner | None = None
 
-    def where(self, key: Any) -> WindowJoin:
+    def where(self, key: Key) -> WindowJoin:
         """The left stream's key (a column, columns or a key selector)."""
         self.left = self.left.key_by(key)
         return self
 
-    def equal_to(self, key: Any) -> WindowJoin:
+    def equal_to(self, key: Key) -> WindowJoin:
         """The right stream's key."""
         self.right = self.right.key_by(key)
         return self

@@ -9,8 +9,8 @@ agree on every key's group: columns are hashed vectorised, single keys by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +19,11 @@ from flintlock.core.exchange.key_groups import key_group_of
 from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.runtime.records import column_values, rows_of
 
-KeyFunction = Callable[[dict[str, Any]], Any]
+if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
+
+KeyFunction = Callable[["Row"], Hashable]
+"""A key selector function: the key of one row."""
 
 
 class KeySelector:
@@ -29,7 +33,7 @@ class KeySelector:
     columns: tuple[str, ...] | None = None
     """The columns the key is read from, if known (checked against the stream's schema)."""
 
-    def get_key(self, row: dict[str, Any]) -> Any:
+    def get_key(self, row: Row) -> Hashable:
         """The key of one record (slow path): an int, str, bytes, bool or a tuple of them."""
         raise NotImplementedError(f"{type(self).__name__} overrides neither get_key nor key_array")
 
@@ -37,7 +41,7 @@ class KeySelector:
         """The keys of a whole batch as an Arrow array (fast path); None: use ``get_key``."""
         return None
 
-    def keys(self, batch: pa.RecordBatch) -> list[Any]:
+    def keys(self, batch: pa.RecordBatch) -> list[Hashable]:
         """The key of every row of ``batch`` as Python values (tuples for composite keys)."""
         array = self.key_array(batch)
         if array is None:
@@ -68,13 +72,14 @@ class ColumnKey(KeySelector):
         self.column = column
         self.columns: tuple[str, ...] = (column,)
 
-    def get_key(self, row: dict[str, Any]) -> Any:
-        return row[self.column]
+    def get_key(self, row: Row) -> Hashable:
+        key: Hashable = row[self.column]  # a row's values are Any
+        return key
 
     def key_array(self, batch: pa.RecordBatch) -> pa.Array:
         return batch.column(self.column)
 
-    def keys(self, batch: pa.RecordBatch) -> list[Any]:
+    def keys(self, batch: pa.RecordBatch) -> list[Hashable]:
         return column_values(batch.column(self.column))
 
     def describe(self) -> str:
@@ -95,14 +100,14 @@ class ColumnsKey(KeySelector):
     def __init__(self, columns: Sequence[str]) -> None:
         self.columns = tuple(columns)
 
-    def get_key(self, row: dict[str, Any]) -> Any:
+    def get_key(self, row: Row) -> Hashable:
         return tuple(row[name] for name in self.columns)
 
     def key_array(self, batch: pa.RecordBatch) -> pa.Array:
         parts = [batch.column(name) for name in self.columns]
         return pa.StructArray.from_arrays(parts, names=[str(i) for i in range(len(parts))])
 
-    def keys(self, batch: pa.RecordBatch) -> list[Any]:
+    def keys(self, batch: pa.RecordBatch) -> list[Hashable]:
         return list(zip(*(batch.column(name).to_pylist() for name in self.columns), strict=True))
 
     def describe(self) -> str:
@@ -121,7 +126,7 @@ class FunctionKey(KeySelector):
     def __init__(self, function: KeyFunction) -> None:
         self.function = function
 
-    def get_key(self, row: dict[str, Any]) -> Any:
+    def get_key(self, row: Row) -> Hashable:
         return self.function(row)
 
     def describe(self) -> str:

@@ -9,7 +9,7 @@ is untouched. A tag nobody reads is dropped, as in Flink.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -17,6 +17,7 @@ from flintlock.core.errors import SideOutputError
 from flintlock.core.runtime.row_batches import RowBatchBuilder
 
 if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
     from flintlock.core.runtime.output import Output
 
 
@@ -36,7 +37,7 @@ class OutputTag:
             )
 
 
-def check_tag(tag: Any, where: str) -> OutputTag:
+def check_tag(tag: object, where: str) -> OutputTag:
     """``tag`` if it is an OutputTag, else an error naming ``where``."""
     if not isinstance(tag, OutputTag):
         raise SideOutputError(f"{where}: a side output is named by an OutputTag, not {tag!r}")
@@ -51,11 +52,11 @@ class SideOutputCollector:
 
     def __init__(self, operator_name: str) -> None:
         self._operator = operator_name
-        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.rows: dict[str, list[Row]] = {}
         self._tags: dict[str, OutputTag] = {}
         self._builders: dict[str, RowBatchBuilder] = {}
 
-    def add(self, tag: OutputTag, row: dict[str, Any]) -> None:
+    def add(self, tag: OutputTag, row: Row) -> None:
         """Hold ``row`` for side output ``tag``."""
         rows = self.rows.get(tag.name)
         if rows is None:

@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -222,7 +221,7 @@ class WatermarkStrategy:
             )
 
 
-def _check_duration(duration: Any, what: str) -> None:
+def _check_duration(duration: object, what: str) -> None:
     if isinstance(duration, bool) or not isinstance(duration, int | timedelta):
         raise EventTimeError(
             f"WatermarkStrategy: {what} must be an int (the column's unit; milliseconds for "

@@ -8,7 +8,7 @@ an accumulator or the rows, kept in keyed MapState alike, so one operator serves
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from flintlock.core.api.functions import Collector, Function, Row
 from flintlock.core.api.window_assigners import TimeWindow
@@ -16,6 +16,13 @@ from flintlock.core.state.aggregate import AggregateFunction
 
 if TYPE_CHECKING:
     from flintlock.core.runtime.operator import StreamOperator
+
+C = TypeVar("C")
+"""What a window holds while it is open (a row, an accumulator, the rows)."""
+R = TypeVar("R")
+"""What a firing window emits, or hands its window function (a row, an aggregate's result)."""
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
 
 
 class WindowContext:
@@ -37,79 +44,89 @@ class ProcessWindowFunction(Function):
     one aggregate result when used with ``aggregate``/``reduce``)."""
 
     def process(
-        self, key: Any, context: WindowContext, elements: list[Any], out: Collector
+        self,
+        key: Any,  # the key the stream is keyed by: a column's value, or a tuple of them
+        context: WindowContext,
+        elements: list[Any],  # rows, or the one result of the window's AggregateFunction
+        out: Collector,
     ) -> None:
         """Emit the window's result rows through ``out``."""
         raise NotImplementedError(f"{type(self).__name__} must override process")
 
 
-class WindowContents:
-    """How a window's contents grow, merge and turn into output rows."""
+class WindowContents(Generic[C, R]):
+    """How a window's contents (``C``) grow, merge and turn into output (``R``)."""
 
     def __init__(self, window_function: ProcessWindowFunction | None) -> None:
         self.window_function = window_function
 
-    def create(self) -> Any:
+    def create(self) -> C:
         """Empty contents of a new window."""
         raise NotImplementedError
 
-    def add(self, contents: Any, row: Row) -> Any:
+    def add(self, contents: C, row: Row) -> C:
         """``contents`` with ``row`` added."""
         raise NotImplementedError
 
-    def merge(self, a: Any, b: Any) -> Any:
+    def merge(self, a: C, b: C) -> C:
         """Contents of two merging windows as one."""
         raise NotImplementedError
 
-    def results(self, contents: Any) -> list[Any]:
+    def results(self, contents: C) -> list[R]:
         """What the window emits (or hands its window function)."""
         raise NotImplementedError
 
 
-class ReduceContents(WindowContents):
+class ReduceContents(WindowContents[Row | None, Row]):
     """``reduce(a, b) -> row``: the window keeps one row, emitted when it fires."""
 
-    def __init__(self, reduce: Callable[[Row, Row], Row], window_function: Any) -> None:
+    def __init__(
+        self, reduce: Callable[[Row, Row], Row], window_function: ProcessWindowFunction | None
+    ) -> None:
         super().__init__(window_function)
         self.reduce = reduce
 
-    def create(self) -> Any:
+    def create(self) -> Row | None:
         return None
 
-    def add(self, contents: Any, row: Row) -> Any:
+    def add(self, contents: Row | None, row: Row) -> Row:
         return row if contents is None else self.reduce(contents, row)
 
-    def merge(self, a: Any, b: Any) -> Any:
+    def merge(self, a: Row | None, b: Row | None) -> Row | None:
         return a if b is None else b if a is None else self.reduce(a, b)
 
-    def results(self, contents: Any) -> list[Any]:
+    def results(self, contents: Row | None) -> list[Row]:
         return [] if contents is None else [contents]
 
 
-class AggregateContents(WindowContents):
+class AggregateContents(WindowContents[ACC, OUT]):
     """An AggregateFunction's accumulator; ``get_result`` when the window fires."""
 
-    def __init__(self, aggregate: AggregateFunction[Any, Any, Any], window_function: Any) -> None:
+    def __init__(
+        self,
+        aggregate: AggregateFunction[Row, ACC, OUT],
+        window_function: ProcessWindowFunction | None,
+    ) -> None:
         super().__init__(window_function)
         self.aggregate = aggregate
 
-    def create(self) -> Any:
+    def create(self) -> ACC:
         return self.aggregate.create_accumulator()
 
-    def add(self, contents: Any, row: Row) -> Any:
+    def add(self, contents: ACC, row: Row) -> ACC:
         return self.aggregate.add(row, contents)
 
-    def merge(self, a: Any, b: Any) -> Any:
+    def merge(self, a: ACC, b: ACC) -> ACC:
         return self.aggregate.merge(a, b)
 
-    def results(self, contents: Any) -> list[Any]:
+    def results(self, contents: ACC) -> list[OUT]:
         return [self.aggregate.get_result(contents)]
 
 
-class ListContents(WindowContents):
+class ListContents(WindowContents[list[Row], Row]):
     """Every row of the window, for a ProcessWindowFunction."""
 
-    def create(self) -> Any:
+    def create(self) -> list[Row]:
         return []
 
     def add(self, contents: list[Row], row: Row) -> list[Row]:

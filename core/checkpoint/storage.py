@@ -157,7 +157,7 @@ class CheckpointStorage:
         with self.filesystem.open_input_file(path) as source:
             return pa.ipc.open_file(source).schema
 
-    def write_json(self, path: str, document: Any) -> int:
+    def write_json(self, path: str, document: object) -> int:
         """Write a JSON document; returns its size in bytes."""
         data = _json_bytes(document)
         retrying(path, "write", lambda: self._write_bytes(path, data))
@@ -168,7 +168,7 @@ class CheckpointStorage:
         with self.filesystem.open_output_stream(path) as sink:
             sink.write(data)
 
-    def write_json_atomically(self, path: str, document: Any) -> int:
+    def write_json_atomically(self, path: str, document: object) -> int:
         """Write a JSON document so that readers see the old one or the whole new one.
 
         Written to a unique temporary name beside ``path``, then renamed over it (atomic on
@@ -178,7 +178,7 @@ class CheckpointStorage:
         retrying(path, "move a new version onto", lambda: self.filesystem.move(temporary, path))
         return size
 
-    def create_json_once(self, path: str, document: Any) -> bool:
+    def create_json_once(self, path: str, document: object) -> bool:
         """Create ``path`` with ``document`` unless a file is there (then False, nothing
         written): readers see the whole document or none, and of two writers one fails."""
         data = _json_bytes(document)  # create_once makes a local parent; S3 has none
@@ -230,6 +230,6 @@ def _uri_prefix(uri: str, path: str) -> str:
     return f"{parts.scheme}://" if path.startswith(host) else f"{parts.scheme}://{host}"
 
 
-def _json_bytes(document: Any) -> bytes:
+def _json_bytes(document: object) -> bytes:
     """A JSON document as flintlock writes it: sorted keys, one space of indent."""
     return json.dumps(document, sort_keys=True, indent=1).encode()

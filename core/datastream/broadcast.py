@@ -8,18 +8,21 @@ because every subtask's copy stays equal only if every subtask makes the same wr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow as pa
 
 from flintlock.core.api.functions import Collector, Function, Row
 from flintlock.core.errors import GraphError
 from flintlock.core.exchange.partitioners import BROADCAST
-from flintlock.core.state.descriptors import StateDescriptor
+from flintlock.core.state.descriptors import MapStateDescriptor, StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState, ReadOnlyBroadcastState
 
 if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class BroadcastOperator(Protocol):
@@ -27,7 +30,7 @@ class BroadcastOperator(Protocol):
 
     current_watermark: int
 
-    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState: ...
+    def broadcast_state(self, descriptor: StateDescriptor[Any]) -> BroadcastState[Any, Any]: ...
 
 
 class BroadcastContext:
@@ -43,8 +46,8 @@ class BroadcastContext:
         self._timestamp: int | None = None
 
     def get_broadcast_state(
-        self, descriptor: StateDescriptor[Any]
-    ) -> BroadcastState | ReadOnlyBroadcastState:
+        self, descriptor: MapStateDescriptor[K, V]
+    ) -> BroadcastState[K, V] | ReadOnlyBroadcastState[K, V]:
         """The broadcast state ``descriptor`` names (declared on ``broadcast(...)``)."""
         state = self._operator.broadcast_state(descriptor)
         return state if self._writable else ReadOnlyBroadcastState(state)

@@ -20,7 +20,7 @@ from flintlock.core.api.functions import (
     SinkFunction,
 )
 from flintlock.core.api.keyed_batch import KeyedBatchProcessFunction
-from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.keys import KeyFunction, KeySelector
 from flintlock.core.api.side_outputs import OutputTag, check_tag
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.watermarks import WatermarkStrategy
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from flintlock.core.api.window_assigners import WindowAssigner
     from flintlock.core.datastream.windowed import WindowedStream
 
-Key = str | Sequence[str] | KeySelector | Callable[[dict[str, Any]], Any]
+Key = str | Sequence[str] | KeySelector | KeyFunction
 """What ``key_by`` takes: a column, a list of columns (one tuple key) or a key selector."""
 
 
@@ -97,7 +97,7 @@ class DataStream(CombiningMethods, BuildingStream):
         return self._then("filter", name, lambda n: factory(function, name=n), schema=self.schema)
 
     def filter_batch(
-        self, function: Callable[[pa.RecordBatch], Any], name: str | None = None
+        self, function: Callable[[pa.RecordBatch], pa.Array], name: str | None = None
     ) -> DataStream:
         """Keep rows where the boolean mask returned per batch holds (the fast path)."""
         check_function("filter_batch", function, FilterFunction)

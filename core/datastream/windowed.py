@@ -8,10 +8,11 @@ functions here, so a wrong one is a GraphError before Spark starts, not on the w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from flintlock.core.api.functions import Row
 from flintlock.core.api.side_outputs import OutputTag, check_tag
 from flintlock.core.api.window_assigners import Trigger, WindowAssigner
 from flintlock.core.api.window_functions import (
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream
     from flintlock.core.exchange.partitioners import Partitioner
     from flintlock.core.plan.graph import Transformation
+
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
 
 
 class WindowedStream:
@@ -77,7 +81,7 @@ class WindowedStream:
 
     def reduce(
         self,
-        function: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]],
+        function: Callable[[Row, Row], Row],
         window_function: ProcessWindowFunction | None = None,
         name: str | None = None,
         output_schema: pa.Schema | None = None,
@@ -93,7 +97,7 @@ class WindowedStream:
 
     def aggregate(
         self,
-        function: AggregateFunction[Any, Any, Any],
+        function: AggregateFunction[Row, ACC, OUT],
         window_function: ProcessWindowFunction | None = None,
         name: str | None = None,
         output_schema: pa.Schema | None = None,
@@ -168,13 +172,13 @@ class WindowedStream:
             ),
         )
 
-    def _check_window_function(self, function: Any) -> None:
+    def _check_window_function(self, function: object) -> None:
 
         if function is not None and not isinstance(function, ProcessWindowFunction):
             raise GraphError(f"window_function must be a ProcessWindowFunction, not {function!r}")
 
     def _add(
-        self, contents: WindowContents, name: str | None, schema: pa.Schema | None
+        self, contents: WindowContents[Any, Any], name: str | None, schema: pa.Schema | None
     ) -> DataStream:
         stream = self.stream
         if schema is not None and not isinstance(schema, pa.Schema):

@@ -7,14 +7,12 @@ composite key, from ``key_by([...])``) as the murmur hash of its parts' hashes, 
 
 from __future__ import annotations
 
-from typing import Any
-
 import mmh3
 
 DEFAULT_MAX_PARALLELISM = 128
 
 
-def key_bytes(key: Any) -> bytes:
+def key_bytes(key: object) -> bytes:
     """The normalised bytes of a key: int -> int64 LE, str -> UTF-8, bytes as is, a tuple
     -> the 4-byte little-endian murmur hashes of its parts (``murmur.murmur3_combine``)."""
     if isinstance(key, tuple):
@@ -35,7 +33,7 @@ def key_bytes(key: Any) -> bytes:
     )
 
 
-def key_group_of(key: Any, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
+def key_group_of(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
     """The key group of ``key``: murmur3_32 (seed 0, unsigned) of its bytes mod max parallelism."""
     return mmh3.hash(key_bytes(key), 0, signed=False) % max_parallelism
 

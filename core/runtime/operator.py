@@ -7,6 +7,7 @@ process_watermark ..., end_input(i), finish, snapshot_state, close.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -187,7 +188,7 @@ class StreamOperator:
 
     # ---- helpers for subclasses ----
 
-    def set_current_key(self, key: Any) -> None:
+    def set_current_key(self, key: Hashable) -> None:
         """Scope keyed state and timers to ``key``."""
         backend = self.context.keyed_backend
         if backend is None:

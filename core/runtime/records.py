@@ -9,12 +9,15 @@ a per-record function's output batches).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.types as pat
 
 from flintlock.core.errors import SchemaMismatchError
+
+if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
 
 ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
 
@@ -23,7 +26,7 @@ RowsMaker = Callable[..., list[dict[str, Any]]]
 _ROWS_MAKERS: dict[tuple[str, ...], RowsMaker] = {}
 
 
-def rows_of(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+def rows_of(batch: pa.RecordBatch) -> list[Row]:
     """``batch.to_pylist()``, faster: numeric columns without nulls go through numpy, and
     the rows are built by a comprehension generated once per column list (bench/RESULTS.md,
     "W1")."""
@@ -58,7 +61,7 @@ def _rows_maker(names: tuple[str, ...]) -> RowsMaker:
     return maker
 
 
-def table_of_rows(rows: Sequence[dict[str, Any]], schema: pa.Schema | None, what: str) -> pa.Table:
+def table_of_rows(rows: Sequence[Row], schema: pa.Schema | None, what: str) -> pa.Table:
     """``rows`` as one table, typed by ``schema`` or inferred over every row (not a sample).
 
     Columns are the declared ones, or every key in order of first appearance (a row

@@ -27,6 +27,7 @@ from flintlock.core.runtime.records import (
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
     from flintlock.core.runtime.operator import OperatorContext
     from flintlock.core.runtime.output import Output
     from flintlock.core.state.operator_state import OperatorStateStore
@@ -35,7 +36,7 @@ MAX_HELD_ROWS = 1_000_000
 """Output rows held while a column of an inferred schema is still null-typed; past this,
 the held rows are emitted as they are and the column stays null-typed."""
 
-HELD_OUTPUT = ListStateDescriptor("flintlock-held-output", pa.binary())
+HELD_OUTPUT = ListStateDescriptor[bytes]("flintlock-held-output", pa.binary())
 """Operator state for held output at a checkpoint: one Arrow IPC stream per held batch."""
 
 
@@ -60,7 +61,7 @@ class RowBatchBuilder:
         self.held: list[pa.RecordBatch] = []
         self._held_rows = 0
 
-    def build(self, rows: list[dict[str, Any]]) -> pa.RecordBatch | None:
+    def build(self, rows: list[Row]) -> pa.RecordBatch | None:
         """One batch of ``rows`` (with any held batches before them); None if none is ready."""
         if not rows:
             return None
@@ -75,7 +76,7 @@ class RowBatchBuilder:
             return self._hold_or_release(self._with_schema(rows))
         return self._with_schema(rows)
 
-    def passes_as_rows(self, rows: list[dict[str, Any]]) -> bool:
+    def passes_as_rows(self, rows: list[Row]) -> bool:
         """True if ``rows`` (not empty) would come back from a batch of the declared schema
         as they are: dicts with exactly its columns, each value of the Python type its
         column gives back (an int within the integer type's range, a float for float64, a
@@ -101,7 +102,7 @@ class RowBatchBuilder:
             return False
         return True
 
-    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+    def check_rows(self, rows: list[Row]) -> None:
         """Check rows that go on as they are (to a next per-record function): dicts with
         the columns of the first row seen; their values are not converted."""
         names = self._names

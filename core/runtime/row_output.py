@@ -24,8 +24,10 @@ from flintlock.core.runtime.records import column_values
 from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
 
 if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
     from flintlock.core.hooks.runner import HookRunner
     from flintlock.core.runtime.operator import StreamOperator
+    from flintlock.core.runtime.output import Output
     from flintlock.core.task_info import TaskInfo
 
 
@@ -43,7 +45,7 @@ class RowsOutput(ChainingOutput):
         super().__init__(target, hooks, task)
         self._process_rows = target.process_rows  # type: ignore[attr-defined]
 
-    def emit_rows(self, rows: list[dict[str, Any]]) -> None:
+    def emit_rows(self, rows: list[Row]) -> None:
         """Send ``rows`` (not empty) to the next operator, as they are."""
         self.rows += len(rows)
         try:
@@ -57,7 +59,7 @@ class RowsOutput(ChainingOutput):
         self.emit_rows = self._emit_after_finish  # type: ignore[method-assign,assignment]
 
 
-def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[dict[str, Any]]) -> None:
+def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[Row]) -> None:
     """Emit ``rows`` of a per-record function: as they are if the next operator takes
     rows and either no output schema is declared or the rows would come back from its
     batch unchanged (``passes_as_rows``); else as a batch (values cast to the schema)."""
@@ -78,7 +80,7 @@ def emit_rows(output: Any, builder: RowBatchBuilder, rows: list[dict[str, Any]])
 class RowOutputMixin(HeldOutputMixin):
     """Collects rows (``self._collector``) and emits them through a RowBatchBuilder."""
 
-    output: Any
+    output: Output
 
     def _start_rows(self, operator_name: str, schema: pa.Schema | None) -> None:
         self._collector = Collector()
@@ -106,7 +108,7 @@ class RowStage(NamedTuple):
 
     kind: str
     function: Callable[..., Any]
-    operator: Any
+    operator: Any  # a per-record operator: a StreamOperator with its RowOutputMixin state
 
 
 class FusedRows:
@@ -261,7 +263,7 @@ class FusedRowsMixin:
     """For per-record operators: ``fused_rows()`` is the run that starts here (rebuilt if
     the output changed), ``process_rows`` takes rows from a per-record operator before."""
 
-    output: Any
+    output: Output
     _fused: FusedRows | None = None
 
     def fused_rows(self) -> FusedRows:
@@ -271,6 +273,6 @@ class FusedRowsMixin:
             fused = self._fused = FusedRows(self)
         return fused
 
-    def process_rows(self, rows: list[dict[str, Any]]) -> None:
+    def process_rows(self, rows: list[Row]) -> None:
         """Rows (not empty) from the per-record operator before, through the run."""
         self.fused_rows().run_rows(rows)

@@ -10,7 +10,12 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from flintlock.core.checkpoint.snapshots import MANIFEST, TaskAcknowledgement, TaskSnapshot
+from flintlock.core.checkpoint.snapshots import (
+    MANIFEST,
+    OperatorSnapshot,
+    TaskAcknowledgement,
+    TaskSnapshot,
+)
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import LifecycleError, TaskCanceled, operator_tag
 from flintlock.core.events import CheckpointBarrier
@@ -90,7 +95,7 @@ class StreamTask:
 
     # ---- the steps every task type shares ----
 
-    def step(self, phase: TaskPhase, action: Callable[[], Any]) -> None:
+    def step(self, phase: TaskPhase, action: Callable[[], object]) -> None:
         """Run one phase of invoke inside its ``flintlock_task_invoke_phase`` hook; its
         start and end (wall clock, once per phase) go into ``lifecycle_phases``."""
         self.phase = phase
@@ -207,7 +212,7 @@ class StreamTask:
 
     def epoch_metrics(
         self,
-        snapshots: dict[str, Any],
+        snapshots: dict[str, OperatorSnapshot],
         records_in: int,
         records_out: int,
         snapshot_started: float,
@@ -245,10 +250,10 @@ class StreamTask:
         """
         errors: list[tuple[str, BaseException]] = []
         chain = getattr(self, "chain", None)
-        close: list[tuple[TaskPhase, Callable[[], Any]]] = []
+        close: list[tuple[TaskPhase, Callable[[], object]]] = []
         if chain is not None:
             close = [("close", lambda: errors.extend(chain.close_operators()))]
-        timer_shutdown: list[tuple[TaskPhase, Callable[[], Any]]] = [
+        timer_shutdown: list[tuple[TaskPhase, Callable[[], object]]] = [
             ("timer_shutdown", chain.quiesce_timers if chain else lambda: None),
             ("task_cleanup", self.task_cleanup),
         ]

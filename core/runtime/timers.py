@@ -10,8 +10,8 @@ from __future__ import annotations
 import enum
 import heapq
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ from flintlock.core.state.backend import KeyedStateBackend
 if TYPE_CHECKING:
     from flintlock.core.runtime.processing_time import ProcessingTimeService
 
-OnTimer = Callable[[int, Any], None]
+OnTimer = Callable[[int, Hashable], None]
 
 
 class TimeDomain(str, enum.Enum):
@@ -40,11 +40,11 @@ class _TimerQueue:
     __slots__ = ("active", "heap", "sequence")
 
     def __init__(self) -> None:
-        self.heap: list[tuple[int, int, Any]] = []
-        self.active: set[tuple[int, Any]] = set()
+        self.heap: list[tuple[int, int, Hashable]] = []
+        self.active: set[tuple[int, Hashable]] = set()
         self.sequence = itertools.count()
 
-    def add(self, timestamp: int, key: Any) -> bool:
+    def add(self, timestamp: int, key: Hashable) -> bool:
         entry, active = (timestamp, key), self.active
         if entry in active:
             return False
@@ -52,7 +52,7 @@ class _TimerQueue:
         heapq.heappush(self.heap, (timestamp, next(self.sequence), key))
         return True
 
-    def pop_due(self, time: int) -> tuple[int, Any] | None:
+    def pop_due(self, time: int) -> tuple[int, Hashable] | None:
         """The oldest live timer at or below ``time``, removed; None if there is none."""
         heap, active = self.heap, self.active
         while heap and heap[0][0] <= time:
@@ -118,7 +118,7 @@ class InternalTimerService:
         """Fire ``on_timer(timestamp, key)`` for the current key once the watermark passes."""
         self._event.add(_check_time(timestamp), self._current_key())
 
-    def register_event_time_timer_for(self, key: Any, timestamp: int) -> None:
+    def register_event_time_timer_for(self, key: Hashable, timestamp: int) -> None:
         """``register_event_time_timer`` for ``key`` (a set lookup if it exists), for an
         operator that registers once per window of a batch, not per row."""
         self._event.add(timestamp if type(timestamp) is int else _check_time(timestamp), key)
@@ -153,7 +153,7 @@ class InternalTimerService:
             return len(self._processing.active)
         return len(self._event.active) + len(self._processing.active)
 
-    def timers(self, domain: TimeDomain) -> list[tuple[int, Any]]:
+    def timers(self, domain: TimeDomain) -> list[tuple[int, Hashable]]:
         """The pending (timestamp, key) timers of ``domain``, in timestamp order."""
         queue = self._event if domain is TimeDomain.EVENT_TIME else self._processing
         return sorted(queue.active, key=lambda t: (t[0], str(t[1])))
@@ -255,14 +255,14 @@ class InternalTimerService:
                 else:
                     self._event.add(timestamp, key)
 
-    def _current_key(self) -> Any:
+    def _current_key(self) -> Hashable:
         key = self._backend.current_key
         if key is None:
             raise RuntimeError("timers need a current key: use them in a keyed operator")
         return key
 
 
-def _check_time(timestamp: Any) -> int:
+def _check_time(timestamp: object) -> int:
     if isinstance(timestamp, bool) or not isinstance(timestamp, int):
         raise TypeError(
             f"a timer's timestamp is an int (ms or the column's unit), not {timestamp!r}"

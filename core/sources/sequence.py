@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,14 @@ from flintlock.core.sources.epochs import EpochSplits, UnboundedSource
 from flintlock.core.sources.source import SourceReader
 
 SEQUENCE_SCHEMA = pa.schema([("id", pa.int64()), ("event_time", pa.int64())])
+
+
+class SequenceState(TypedDict):
+    """The enumerator's JSON state: the next id to plan, and when the job's first epoch
+    started (event times count from it)."""
+
+    next: int
+    started_ms: int
 
 
 class _RangeReader(SourceReader):
@@ -86,10 +94,10 @@ class SequenceSource(UnboundedSource):
         offsets = (ids - self.start).astype(np.float64) * (1000.0 / self.rows_per_second)
         return started_ms + offsets.astype(np.int64)
 
-    def initial_state(self, now_ms: int) -> dict[str, Any]:
+    def initial_state(self, now_ms: int) -> SequenceState:
         return {"next": self.start, "started_ms": now_ms}
 
-    def plan_epoch(self, state: Any, now_ms: int, parallelism: int) -> EpochSplits:
+    def plan_epoch(self, state: SequenceState, now_ms: int, parallelism: int) -> EpochSplits:
         first = int(state["next"])
         if self.rows_per_second is None:
             target = self.end if self.end is not None else math.inf
@@ -111,7 +119,8 @@ class SequenceSource(UnboundedSource):
         return EpochSplits(assignments, {**state, "next": last}, exhausted)
 
     def create_epoch_reader(
-        self, subtask_index: int, parallelism: int, splits: list[Any]
+        self, subtask_index: int, parallelism: int, splits: list[list[int]]
     ) -> SourceReader:
+        """A reader of ``splits``: ``[low, high, started_ms]`` id ranges."""
         started_ms = int(splits[0][2]) if splits else 0
         return _RangeReader(self, [[int(s[0]), int(s[1])] for s in splits], started_ms)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 
@@ -21,7 +21,18 @@ from flintlock.core.runtime.records import table_of_rows
 from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
 
-POSITIONS = ListStateDescriptor(
+if TYPE_CHECKING:
+    from flintlock.core.api.functions import Row
+
+
+class SplitPosition(TypedDict):
+    """One element of a source's position state: how far the reader got in one split."""
+
+    split: str
+    position: int
+
+
+POSITIONS = ListStateDescriptor[SplitPosition](
     "source-positions", pa.struct([("split", pa.string()), ("position", pa.int64())])
 )
 
@@ -100,7 +111,7 @@ class CollectionSource(Source):
 
     def __init__(
         self,
-        data: Sequence[pa.RecordBatch] | Sequence[dict[str, Any]] | pa.Table,
+        data: Sequence[pa.RecordBatch] | Sequence[Row] | pa.Table,
         batch_size: int = 65536,
         schema: pa.Schema | None = None,
     ) -> None:

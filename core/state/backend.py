@@ -8,8 +8,7 @@ subtask's key groups when it becomes current."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Hashable, Iterable, Iterator
 
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage
@@ -33,15 +32,15 @@ class KeyedStateBackend(ABC):
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         self.key_groups = key_groups
         self.max_parallelism = max_parallelism
-        self.current_key: Any = None
-        self._key_group_cache: dict[Any, int] = {}
+        self.current_key: Hashable = None
+        self._key_group_cache: dict[Hashable, int] = {}
 
     @property
     def current_key_group(self) -> int:
         """The current key's key group (-1 before any key)."""
         return -1 if self.current_key is None else self.key_group(self.current_key)
 
-    def set_current_key(self, key: Any) -> None:
+    def set_current_key(self, key: Hashable) -> None:
         """Scope state access to ``key``; it must belong to this subtask's key groups."""
         key_group = self._key_group_cache.get(key)
         if key_group is None:
@@ -56,14 +55,14 @@ class KeyedStateBackend(ABC):
             self._key_group_cache[key] = key_group
         self.current_key = key
 
-    def check_keys(self, keys: list[Any]) -> None:
+    def check_keys(self, keys: Iterable[Hashable]) -> None:
         """Check once per batch that every key is this subtask's (as set_current_key does),
         so that a per-record loop may set ``current_key`` itself; leaves the last new key
         current."""
         for key in set(keys).difference(self._key_group_cache):
             self.set_current_key(key)
 
-    def key_group(self, key: Any) -> int:
+    def key_group(self, key: Hashable) -> int:
         """The key group of a key seen by this backend (cached)."""
         cached = self._key_group_cache.get(key)
         return cached if cached is not None else key_group_of(key, self.max_parallelism)
@@ -80,7 +79,7 @@ class KeyedStateBackend(ABC):
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
         """Load the rows of ``files`` whose key group this subtask owns."""
 
-    def state_keys(self, name: str) -> Iterator[Any]:
+    def state_keys(self, name: str) -> Iterator[Hashable]:
         """Every key that has a value in state ``name`` (restored ones included), for
         operators that keep their own per-key structures (Flink's ``getKeys``)."""
         raise NotImplementedError(

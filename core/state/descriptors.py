@@ -25,6 +25,14 @@ from flintlock.core.state.ttl import StateTtlConfig
 if TYPE_CHECKING:
     from flintlock.core.state.aggregate import AggregateFunction
 
+T = TypeVar("T")
+"""The type of a state's values (a list state's elements, a map state's values)."""
+K = TypeVar("K")
+"""The type of a map state's user keys."""
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
+
 StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
 HandleT = TypeVar("HandleT")
 """The handle a descriptor's state is read through (``ValueState`` for a value state)."""
@@ -74,22 +82,22 @@ def _set(descriptor: StateDescriptor[Any], **fields: Any) -> None:
 
 
 @dataclass(frozen=True)
-class ValueStateDescriptor(StateDescriptor[ValueState]):
+class ValueStateDescriptor(StateDescriptor[ValueState[T]], Generic[T]):
     """One value per key; ``default`` is returned while none is set."""
 
-    default: Any = None
+    default: T | None = None
     kind: StateKind = "value"
 
 
 @dataclass(frozen=True)
-class ListStateDescriptor(StateDescriptor[ListState]):
+class ListStateDescriptor(StateDescriptor[ListState[T]], Generic[T]):
     """A list of values per key, or per operator subtask for operator state."""
 
     kind: StateKind = "list"
 
 
 @dataclass(frozen=True, init=False)
-class MapStateDescriptor(StateDescriptor[MapState]):
+class MapStateDescriptor(StateDescriptor[MapState[K, T]], Generic[K, T]):
     """A map per key: ``key_type`` and ``arrow_type`` type its keys and values."""
 
     key_type: pa.DataType | None = None
@@ -113,16 +121,16 @@ class MapStateDescriptor(StateDescriptor[MapState]):
 
 
 @dataclass(frozen=True, init=False)
-class ReducingStateDescriptor(StateDescriptor[ReducingState]):
+class ReducingStateDescriptor(StateDescriptor[ReducingState[T]], Generic[T]):
     """One value per key, folded with ``reduce_function(current, new)`` on every add."""
 
-    reduce_function: Callable[[Any, Any], Any] = None  # type: ignore[assignment]
+    reduce_function: Callable[[T, T], T] = None  # type: ignore[assignment]
     kind: StateKind = "reducing"
 
     def __init__(
         self,
         name: str,
-        reduce_function: Callable[[Any, Any], Any],
+        reduce_function: Callable[[T, T], T],
         arrow_type: pa.DataType | None = None,
         ttl_config: StateTtlConfig | None = None,
     ) -> None:
@@ -139,17 +147,17 @@ class ReducingStateDescriptor(StateDescriptor[ReducingState]):
 
 
 @dataclass(frozen=True, init=False)
-class AggregatingStateDescriptor(StateDescriptor[AggregatingState]):
+class AggregatingStateDescriptor(StateDescriptor[AggregatingState[IN, OUT]], Generic[IN, ACC, OUT]):
     """An accumulator per key, built by an ``AggregateFunction``; ``arrow_type`` types the
     accumulator (what is snapshotted), not the result."""
 
-    aggregate_function: AggregateFunction[Any, Any, Any] = None  # type: ignore[assignment]
+    aggregate_function: AggregateFunction[IN, ACC, OUT] = None  # type: ignore[assignment]
     kind: StateKind = "aggregating"
 
     def __init__(
         self,
         name: str,
-        aggregate_function: AggregateFunction[Any, Any, Any],
+        aggregate_function: AggregateFunction[IN, ACC, OUT],
         arrow_type: pa.DataType | None = None,
         ttl_config: StateTtlConfig | None = None,
     ) -> None:

@@ -8,21 +8,29 @@ Arrow array at once, for functions that work per batch (``KeyedBatchProcessFunct
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 
+T = TypeVar("T")
+"""The type of a state's values (of a list state's elements)."""
+K = TypeVar("K")
+"""The type of a map state's user keys."""
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
 
-class ValueState(ABC):
-    """One value, scoped to the current key."""
+
+class ValueState(ABC, Generic[T]):
+    """One value, scoped to the current key (``T`` holds None where the descriptor has no
+    default: ``ValueStateDescriptor[int | None]``)."""
 
     @abstractmethod
-    def value(self) -> Any:
+    def value(self) -> T:
         """The value for the current key, or the descriptor's default."""
 
     @abstractmethod
-    def update(self, value: Any) -> None:
+    def update(self, value: T | None) -> None:
         """Set the value for the current key (``None`` clears it)."""
 
     @abstractmethod
@@ -40,24 +48,24 @@ class ValueState(ABC):
         raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
 
 
-class ListState(ABC):
+class ListState(ABC, Generic[T]):
     """A list of values, scoped to the current key (keyed) or the subtask (operator)."""
 
     @abstractmethod
-    def get(self) -> list[Any]:
+    def get(self) -> list[T]:
         """A copy of the values, oldest first; empty if none."""
 
     @abstractmethod
-    def add(self, value: Any) -> None:
+    def add(self, value: T) -> None:
         """Append one value."""
 
-    def add_all(self, values: Iterable[Any]) -> None:
+    def add_all(self, values: Iterable[T]) -> None:
         """Append several values."""
         for value in values:
             self.add(value)
 
     @abstractmethod
-    def update(self, values: Iterable[Any]) -> None:
+    def update(self, values: Iterable[T]) -> None:
         """Replace the values."""
 
     @abstractmethod
@@ -65,45 +73,45 @@ class ListState(ABC):
         """Remove every value."""
 
 
-class MapState(ABC):
+class MapState(ABC, Generic[K, T]):
     """A map from user keys to values, scoped to the current key."""
 
     @abstractmethod
-    def get(self, key: Any) -> Any:
+    def get(self, key: K) -> T | None:
         """The value of ``key``, or None."""
 
     @abstractmethod
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: K, value: T) -> None:
         """Set the value of ``key``."""
 
-    def put_all(self, entries: dict[Any, Any]) -> None:
+    def put_all(self, entries: Mapping[K, T]) -> None:
         """Set several entries."""
         for key, value in entries.items():
             self.put(key, value)
 
     @abstractmethod
-    def remove(self, key: Any) -> None:
+    def remove(self, key: K) -> None:
         """Remove ``key`` (nothing happens if it is absent)."""
 
-    def pop(self, key: Any) -> Any:
+    def pop(self, key: K) -> T | None:
         """The value of ``key``, removed in the same call (None if absent), as ``dict.pop``."""
         value = self.get(key)
         self.remove(key)
         return value
 
-    def contains(self, key: Any) -> bool:
+    def contains(self, key: K) -> bool:
         """True if ``key`` has a value."""
         return key in dict(self.items())
 
     @abstractmethod
-    def items(self) -> Iterator[tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[K, T]]:
         """Every (key, value), in insertion order."""
 
-    def keys(self) -> Iterator[Any]:
+    def keys(self) -> Iterator[K]:
         """Every key."""
         return (key for key, _ in self.items())
 
-    def values(self) -> Iterator[Any]:
+    def values(self) -> Iterator[T]:
         """Every value."""
         return (value for _, value in self.items())
 
@@ -116,15 +124,15 @@ class MapState(ABC):
         """Remove every entry."""
 
 
-class ReducingState(ABC):
+class ReducingState(ABC, Generic[T]):
     """One value per key, folded with the descriptor's reduce function on each add."""
 
     @abstractmethod
-    def get(self) -> Any:
+    def get(self) -> T | None:
         """The reduced value, or None if nothing was added."""
 
     @abstractmethod
-    def add(self, value: Any) -> None:
+    def add(self, value: T) -> None:
         """Fold ``value`` in: ``reduce(current, value)``, or ``value`` if there is none."""
 
     @abstractmethod
@@ -132,15 +140,16 @@ class ReducingState(ABC):
         """Forget the reduced value."""
 
 
-class AggregatingState(ABC):
-    """An accumulator per key, built with the descriptor's AggregateFunction."""
+class AggregatingState(ABC, Generic[IN, OUT]):
+    """An accumulator per key, built with the descriptor's AggregateFunction: ``IN`` is
+    what is added, ``OUT`` what ``get`` returns."""
 
     @abstractmethod
-    def get(self) -> Any:
+    def get(self) -> OUT | None:
         """``get_result`` of the accumulator, or None if nothing was added."""
 
     @abstractmethod
-    def add(self, value: Any) -> None:
+    def add(self, value: IN) -> None:
         """Fold ``value`` into the accumulator (created on the first add)."""
 
     @abstractmethod

@@ -68,7 +68,7 @@ def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
     return array if isinstance(array, list) else python_keys(array)
 
 
-class _ValueState(ValueState):
+class _ValueState(ValueState[Any]):
     """Value state without TTL: the per-record hot path (one dict lookup per call)."""
 
     __slots__ = ("_arrow_type", "_backend", "_check", "_default", "_table")
@@ -163,7 +163,7 @@ def _cell(backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> 
     return kind(backend, table, descriptor)
 
 
-class _TtlValueState(ValueState):
+class _TtlValueState(ValueState[Any]):
     """Value state with TTL."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
@@ -204,7 +204,7 @@ class _TtlValueState(ValueState):
         delete_many(self._table, cleared)
 
 
-class _ListState(ListState):
+class _ListState(ListState[Any]):
     """Keyed list state; with TTL each element expires on its own. Elements are never
     None (as in Flink, where a null element is refused)."""
 
@@ -276,7 +276,7 @@ class _ListState(ListState):
         self._table.pop(self._backend.current_key, None)
 
 
-class _MapState(MapState):
+class _MapState(MapState[Any, Any]):
     """Keyed map state; with TTL each entry expires on its own."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
@@ -347,7 +347,7 @@ class _MapState(MapState):
         self._table.pop(self._backend.current_key, None)
 
 
-class _ReducingState(ReducingState):
+class _ReducingState(ReducingState[Any]):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._cell = _cell(backend, table, descriptor)
         self._reduce = descriptor.reduce_function
@@ -363,7 +363,7 @@ class _ReducingState(ReducingState):
         self._cell.clear()
 
 
-class _AggregatingState(AggregatingState):
+class _AggregatingState(AggregatingState[Any, Any]):
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._cell = _cell(backend, table, descriptor)
         self._function = descriptor.aggregate_function

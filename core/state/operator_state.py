@@ -8,7 +8,7 @@ lives here too."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Generic
 
 import pyarrow as pa
 
@@ -17,50 +17,50 @@ from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import ReadOnlyStateError
 from flintlock.core.state.arrow_codec import to_arrow
 from flintlock.core.state.descriptors import ListStateDescriptor
-from flintlock.core.state.handles import ListState
+from flintlock.core.state.handles import K, ListState, T
 
 
-class _OperatorListState(ListState):
+class _OperatorListState(ListState[T]):
     def __init__(self) -> None:
-        self.values: list[Any] = []
+        self.values: list[T] = []
 
-    def get(self) -> list[Any]:
+    def get(self) -> list[T]:
         return list(self.values)
 
-    def add(self, value: Any) -> None:
+    def add(self, value: T) -> None:
         self.values.append(value)
 
-    def update(self, values: Iterable[Any]) -> None:
+    def update(self, values: Iterable[T]) -> None:
         self.values = list(values)
 
     def clear(self) -> None:
         self.values = []
 
 
-class BroadcastState:
+class BroadcastState(Generic[K, T]):
     """A map every subtask of an operator holds the same copy of (Flink's broadcast state):
     written only by the broadcast side, read by the other."""
 
     def __init__(self) -> None:
-        self.entries: dict[Any, Any] = {}
+        self.entries: dict[K, T] = {}
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: K) -> T | None:
         """The value of ``key``, or None."""
         return self.entries.get(key)
 
-    def contains(self, key: Any) -> bool:
+    def contains(self, key: K) -> bool:
         """True if ``key`` has a value."""
         return key in self.entries
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[K, T]]:
         """(key, value) pairs (a copy: safe to modify the state meanwhile)."""
         return iter(list(self.entries.items()))
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: K, value: T) -> None:
         """Set the value of ``key``."""
         self.entries[key] = value
 
-    def remove(self, key: Any) -> None:
+    def remove(self, key: K) -> None:
         """Forget ``key``."""
         self.entries.pop(key, None)
 
@@ -69,27 +69,27 @@ class BroadcastState:
         self.entries.clear()
 
 
-class ReadOnlyBroadcastState:
+class ReadOnlyBroadcastState(Generic[K, T]):
     """The broadcast state as the non-broadcast side sees it: read, never write."""
 
     __slots__ = ("_state",)
 
-    def __init__(self, state: BroadcastState) -> None:
+    def __init__(self, state: BroadcastState[K, T]) -> None:
         self._state = state
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: K) -> T | None:
         """The value of ``key``, or None."""
         return self._state.get(key)
 
-    def contains(self, key: Any) -> bool:
+    def contains(self, key: K) -> bool:
         """True if ``key`` has a value."""
         return self._state.contains(key)
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[K, T]]:
         """(key, value) pairs."""
         return self._state.items()
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: K, value: T) -> None:
         """Refused: only the broadcast side writes, so every subtask's copy stays equal."""
         raise ReadOnlyStateError(
             "the broadcast state is read-only in process_element; update it in "
@@ -105,20 +105,20 @@ class OperatorStateStore:
     def __init__(self, subtask_index: int, parallelism: int) -> None:
         self.subtask_index = subtask_index
         self.parallelism = parallelism
-        self._states: dict[str, tuple[ListStateDescriptor, str, _OperatorListState]] = {}
-        self._broadcast: dict[str, BroadcastState] = {}
+        self._states: dict[str, tuple[ListStateDescriptor[Any], str, _OperatorListState[Any]]] = {}
+        self._broadcast: dict[str, BroadcastState[Any, Any]] = {}
         # state name -> [(old subtask index, old parallelism, values)]
         self._restored: dict[str, list[tuple[int, int, list[Any]]]] = {}
 
-    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+    def get_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """List state split evenly over subtasks when parallelism changes."""
         return self._get(descriptor, "split")
 
-    def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+    def get_union_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """List state that every subtask restores whole (the union of all subtasks)."""
         return self._get(descriptor, "union")
 
-    def get_broadcast_state(self, name: str) -> BroadcastState:
+    def get_broadcast_state(self, name: str) -> BroadcastState[Any, Any]:
         """The broadcast (map) state ``name``; on restore every subtask takes the copy of
         one old subtask (all copies are equal)."""
         known = self._broadcast.get(name)
@@ -126,7 +126,7 @@ class OperatorStateStore:
             return known
         if name in self._states:
             raise ValueError(f"operator state '{name}' was declared as list state")
-        state = BroadcastState()
+        state: BroadcastState[Any, Any] = BroadcastState()
         restored = self._restored.pop(name, None)
         if restored is not None:
             old = sorted(restored, key=lambda r: r[0])
@@ -143,13 +143,13 @@ class OperatorStateStore:
         """True if state ``name`` was declared in this subtask."""
         return name in self._states
 
-    def _get(self, descriptor: ListStateDescriptor, mode: str) -> ListState:
+    def _get(self, descriptor: ListStateDescriptor[T], mode: str) -> ListState[T]:
         known = self._states.get(descriptor.name)
         if known is not None:
             if known[1] != mode:
                 raise ValueError(f"operator state '{descriptor.name}' was declared as {known[1]}")
             return known[2]
-        state = _OperatorListState()
+        state: _OperatorListState[T] = _OperatorListState()
         restored = self._restored.pop(descriptor.name, None)
         if restored is not None:
             state.values = self._redistribute(mode, sorted(restored, key=lambda r: r[0]))

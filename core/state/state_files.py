@@ -15,7 +15,7 @@ the key group column lets a restore at another parallelism keep only the groups 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,10 +116,10 @@ class RestoredEntries:
     (key group, key, stored value) triples, columns let a backend load without them."""
 
     groups: list[int]
-    keys: list[Any]
+    keys: list[Hashable]
     stored: list[Any]
 
-    def __iter__(self) -> Iterator[tuple[int, Any, Any]]:
+    def __iter__(self) -> Iterator[tuple[int, Hashable, Any]]:
         return zip(self.groups, self.keys, self.stored, strict=True)
 
     def __len__(self) -> int:

@@ -9,8 +9,8 @@ key-group filtering on restore are shared, so every backend behaves the same.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Hashable, Iterator
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,8 +33,11 @@ from flintlock.core.state.state_files import (
 Chunk = tuple[list[Any], list[Any], "np.ndarray | list[int] | None"]
 """Keys, their stored values and (if the table knows them) their key groups."""
 
+TableT = TypeVar("TableT")
+"""A backend's table: dict-like (``get``, ``__setitem__``, ``pop``), e.g. a dict."""
 
-class TableKeyedStateBackend(KeyedStateBackend):
+
+class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
     """Keyed state as one table per state, written one Arrow IPC file per state."""
 
     memory_map_restore = True
@@ -43,7 +46,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
 
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         super().__init__(key_groups, max_parallelism)
-        self._tables: dict[str, Any] = {}
+        self._tables: dict[str, TableT] = {}
         self._descriptors: dict[str, StateDescriptor[Any]] = {}
         self._handles: dict[str, Any] = {}
         self._restored: dict[str, tuple[str, bool]] = {}  # name -> (kind, had a TTL)
@@ -51,15 +54,15 @@ class TableKeyedStateBackend(KeyedStateBackend):
     # ---- what a subclass provides ----
 
     @abstractmethod
-    def new_table(self, name: str) -> Any:
+    def new_table(self, name: str) -> TableT:
         """An empty table for state ``name`` (dict-like: get, __setitem__, pop)."""
 
     @abstractmethod
-    def table_chunks(self, name: str, table: Any) -> Iterator[Chunk]:
+    def table_chunks(self, name: str, table: TableT) -> Iterator[Chunk]:
         """Every entry of ``table``, in chunks of bounded size."""
 
     @abstractmethod
-    def load(self, name: str, table: Any, entries: RestoredEntries) -> None:
+    def load(self, name: str, table: TableT, entries: RestoredEntries) -> None:
         """Add restored entries to ``table`` (iterate them for (key group, key, stored
         value) triples, or read their columns ``groups``, ``keys``, ``stored``)."""
 
@@ -93,7 +96,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
         self._descriptors[name] = descriptor
         return handle
 
-    def state_keys(self, name: str) -> Iterator[Any]:
+    def state_keys(self, name: str) -> Iterator[Hashable]:
         table = self._tables.get(name)
         if table is not None:
             for keys, _, _ in self.table_chunks(name, table):
@@ -137,7 +140,7 @@ class TableKeyedStateBackend(KeyedStateBackend):
                 if data.num_rows:
                     self.load(file.name, self._table(file.name), decode(file.kind, data))
 
-    def _table(self, name: str) -> Any:
+    def _table(self, name: str) -> TableT:
         table = self._tables.get(name)
         if table is None:
             table = self._tables[name] = self.new_table(name)

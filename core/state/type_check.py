@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pyarrow as pa
 
 from flintlock.core.errors import StateTypeError
 
-Check = Callable[[Any], None]
+Check = Callable[[object], None]
 
 
 def _fast_types(arrow_type: pa.DataType) -> tuple[set[type], tuple[int, int] | None]:
@@ -39,7 +38,7 @@ def type_check(arrow_type: pa.DataType | None, what: str) -> Check | None:
         return None
     fast, bounds = _fast_types(arrow_type)
 
-    def exact(value: Any) -> None:
+    def exact(value: object) -> None:
         try:
             pa.scalar(value, type=arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
@@ -53,14 +52,14 @@ def type_check(arrow_type: pa.DataType | None, what: str) -> Check | None:
 
     if bounds is None:
 
-        def check(value: Any) -> None:
+        def check(value: object) -> None:
             if type(value) not in fast:
                 exact(value)
 
         return check
     low, high = bounds
 
-    def check_int(value: Any) -> None:
+    def check_int(value: object) -> None:
         if type(value) is not int or not low <= value <= high:
             exact(value)
 

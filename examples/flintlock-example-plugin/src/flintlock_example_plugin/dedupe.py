@@ -34,7 +34,7 @@ class DedupeOperator(OneInputStreamOperator):
             raise ValueError("dedupe needs the key column to deduplicate on")
         super().__init__(name or "dedupe")
         self.key_column = key_column  # makes the operator keyed: the task gives it state
-        self._seen: ValueState
+        self._seen: ValueState[bool]
 
     def initialize_state(self) -> None:
         """Get the keyed ``seen`` flag; after a restore it holds the keys seen before."""

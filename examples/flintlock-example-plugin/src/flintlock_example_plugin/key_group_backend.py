@@ -39,7 +39,7 @@ class KeyGroupTable:
             self[key] = stored
 
 
-class KeyGroupKeyedStateBackend(TableKeyedStateBackend):
+class KeyGroupKeyedStateBackend(TableKeyedStateBackend[KeyGroupTable]):
     """Keyed state of one operator in one subtask, partitioned by key group."""
 
     def new_table(self, name: str) -> KeyGroupTable:
