@@ -83,6 +83,9 @@ TASK_FAULTS_PER_EPOCH = 2
 COMMIT_KINDS = {"commit", "after_commit", "post_commit"}
 COMMIT_FAULTS = 5
 """Each fails one ``execute()``; the driver allows 6 in one process."""
+UNREPORTED_KINDS = COMMIT_KINDS | {"kill_in_commit", "kill_after_commit"}
+"""Faults that keep their epoch from being reported to ``progress`` (its commit is redone
+when the job starts again), where a ``kill_between_epochs`` fault fires: never at its epoch."""
 MIN_FAULTS = 20
 
 
@@ -121,6 +124,14 @@ def task_faults_at(job: dict[str, Any], epoch: int) -> int:
     return sum(f["kind"] in TASK_KINDS and f["epoch"] == epoch for f in job["faults"])
 
 
+def unreported_at(job: dict[str, Any], epoch: int) -> bool:
+    return any(f["kind"] in UNREPORTED_KINDS and f["epoch"] == epoch for f in job["faults"])
+
+
+def kill_between_epoch(job: dict[str, Any]) -> int | None:
+    return next((f["epoch"] for f in job["faults"] if f["kind"] == "kill_between_epochs"), None)
+
+
 def place_fault(rng: random.Random, job: dict[str, Any], fault: Fault) -> None:
     """Put ``fault`` at a random epoch (within the per-epoch task budget) and record."""
     last = job["epochs"]
@@ -128,12 +139,14 @@ def place_fault(rng: random.Random, job: dict[str, Any], fault: Fault) -> None:
     if fault.kind == "finish":
         epoch = last  # the input ends in the last epoch only
     elif fault.kind == "kill_between_epochs":
-        epoch = rng.randint(1, last - 1)
+        epoch = rng.choice([e for e in range(1, last) if not unreported_at(job, e)])
     elif fault.kind in TASK_KINDS:
         free = [e for e in range(1, last + 1) if task_faults_at(job, e) < TASK_FAULTS_PER_EPOCH]
         epoch = rng.choice(free)
         if fault.where == "process":  # some subtask always reaches that record
             at = rng.randint(1, job["per_epoch"] // (2 * job["parallelism"]))
+    elif fault.kind in UNREPORTED_KINDS:
+        epoch = rng.choice([e for e in range(1, last + 1) if e != kill_between_epoch(job)])
     else:
         epoch = rng.randint(1, last)
     job["faults"].append(Fault(fault.id, fault.where, fault.kind, at, epoch).to_json())
@@ -198,6 +211,8 @@ def test_every_seed_plans_enough_faults_within_the_budgets(tmp_path: Path) -> No
         for epoch in range(1, job["epochs"] + 1):
             assert task_faults_at(job, epoch) <= TASK_FAULTS_PER_EPOCH, (seed, epoch)
         assert sum(f.kind in COMMIT_KINDS for f in faults) <= COMMIT_FAULTS, seed
+        between = kill_between_epoch(job)
+        assert between is not None and not unreported_at(job, between), seed
         assert all(1 <= f.epoch <= job["epochs"] for f in faults), seed
 
 
