@@ -1,0 +1,127 @@
+"""Jobs submitted with ``spark-submit --master spark://...`` to a real standalone cluster
+(tests/spark_cluster.py: a master and two workers started from the pyspark wheel): they
+run on the cluster's executors, and a worker JVM killed mid-epoch loses and doubles
+nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+from spark_cluster import StandaloneCluster, cluster_environment, spark_bin
+
+pytestmark = pytest.mark.slow
+
+JOB = Path(__file__).with_name("standalone_job.py")
+KEYS, ROWS = 3, 60
+
+
+def submit_command(cluster: StandaloneCluster, base: Path, mode: str) -> list[str]:
+    """README's command: ``spark-submit --master spark://127.0.0.1:<port> job.py ...``,
+    one core per executor (the machine's two cores: one executor on each worker)."""
+    return [
+        spark_bin("spark-submit"),
+        "--master",
+        cluster.url,
+        "--executor-cores",
+        "1",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(JOB),
+        str(base),
+        mode,
+    ]
+
+
+def submit_environment(cluster: StandaloneCluster) -> dict[str, str]:
+    """The cluster's environment, without PYSPARK_PYTHON: the job names no Python for the
+    executors (flintlock gives them the driver's)."""
+    environment = cluster_environment(cluster.folder)
+    environment.pop("PYSPARK_PYTHON")
+    return environment
+
+
+def check_every_row_once(base: Path) -> None:
+    """Every id once under its key, and each key's greatest running total its ids' sum
+    (a row replayed into the state would raise it), in plain Python: with two source
+    subtasks the order of a key's rows is not fixed, so its running totals are not."""
+    table = ds.dataset(str(base / "out"), format="parquet").to_table()
+    rows = list(zip(*(table[name].to_pylist() for name in ("k", "id", "total")), strict=True))
+    assert sorted((k, i) for k, i, _ in rows) == sorted((i % KEYS, i) for i in range(ROWS))
+    for key in range(KEYS):
+        totals = sorted(total for k, _, total in rows if k == key)
+        assert totals[-1] == sum(range(key, ROWS, KEYS))
+
+
+def result_of(output: str) -> dict[str, Any]:
+    lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+    assert lines, output[-4000:]
+    return dict(json.loads(lines[-1].removeprefix("RESULT ")))
+
+
+def test_a_submitted_job_runs_on_the_clusters_executors(
+    standalone_cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        submit_command(standalone_cluster, tmp_path, "bounded"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=submit_environment(standalone_cluster),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    check_every_row_once(tmp_path)
+    result = result_of(done.stdout)
+    where = result["where"]
+    assert {(w["task"], w["subtask"]) for w in where} == {
+        ("source:collection", "0"),
+        ("source:collection", "1"),
+        ("keyed_process -> files", "0"),
+        ("keyed_process -> files", "1"),
+    }
+    # every subtask ran in an executor of the cluster, in a Python worker of its own
+    assert all(w["id"] is not None for w in where), where
+    assert {w["id"] for w in where} <= {"0", "1", "2", "3"}
+    assert result["driver_pid"] not in {w["pid"] for w in where}
+    print("WHERE", where)
+
+
+def test_a_worker_killed_mid_epoch_loses_and_doubles_nothing(
+    standalone_cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    job = subprocess.Popen(
+        submit_command(standalone_cluster, tmp_path, "unbounded"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=submit_environment(standalone_cluster),
+    )
+    output: list[str] = []
+    try:
+        assert job.stdout is not None
+        for line in job.stdout:
+            output.append(line)
+            if line.startswith("EPOCH 2"):
+                break
+        time.sleep(1.0)  # the third epoch runs: 10 rows at 0.3 s each per key group
+        victim = standalone_cluster.workers[0]
+        victim.kill()  # the worker JVM, its executor and their Python workers: SIGKILL
+        output.extend(job.stdout)
+        assert job.wait(timeout=300) == 0, "".join(output)[-6000:]
+    finally:
+        if job.poll() is None:
+            job.kill()
+        standalone_cluster.workers.remove(victim)
+        standalone_cluster.start_worker()  # the next test finds two workers again
+        standalone_cluster.wait_for_workers(2)
+    check_every_row_once(tmp_path)
+    where = result_of("".join(output))["where"]
+    last = max(w["epoch"] for w in where)
+    # before the kill both executors ran subtasks; after it only the surviving one
+    assert len({w["id"] for w in where if w["epoch"] <= 2}) == 2, where
+    assert len({w["id"] for w in where if w["epoch"] == last}) == 1, where
