@@ -36,12 +36,47 @@ def spark_bin(program: str) -> str:
     return str(Path(pyspark.__file__).parent / "bin" / program)
 
 
+def master_command(port: int, webui_port: int) -> list[str]:
+    """README's command that starts the master on loopback."""
+    return [
+        spark_bin("spark-class"),
+        "org.apache.spark.deploy.master.Master",
+        *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port)),
+    ]
+
+
+def worker_command(master_url: str, webui_port: int, work_dir: str) -> list[str]:
+    """README's command that starts a worker of 1 core and 1 GB (two fit the machine's
+    two cores), its executors' folders under ``work_dir``."""
+    return [
+        spark_bin("spark-class"),
+        "org.apache.spark.deploy.worker.Worker",
+        master_url,
+        *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
+        *("--webui-port", str(webui_port), "--work-dir", work_dir),
+    ]
+
+
+def submit_command(master_url: str, job: str, *job_args: str) -> list[str]:
+    """README's ``spark-submit --master spark://... job.py``: one core per executor."""
+    return [
+        spark_bin("spark-submit"),
+        "--master",
+        master_url,
+        "--executor-cores",
+        "1",
+        job,
+        *job_args,
+    ]
+
+
 def cluster_environment(folder: str) -> dict[str, str]:
-    """What the master, the workers and spark-submit run with: loopback only, executors'
-    Python this interpreter, logs and work dirs under the cluster's folder."""
+    """What the master, the workers and spark-submit run with: loopback only, the driver's
+    Python this interpreter, logs and work dirs under the cluster's folder. No
+    PYSPARK_PYTHON: the executors run the Python the job's driver names (flintlock's)."""
+    environment = {key: value for key, value in os.environ.items() if key != "PYSPARK_PYTHON"}
     return {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
+        **environment,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_DIRS": f"{folder}/local",
@@ -108,22 +143,7 @@ class StandaloneCluster:
     def start_worker(self) -> SparkProcess:
         """One more worker (1 core, 1 GB) with a work dir of its own under the folder."""
         number = len(self.workers)
-        work = f"{self.folder}/worker-{number}"
-        command = [
-            spark_bin("spark-class"),
-            "org.apache.spark.deploy.worker.Worker",
-            self.url,
-            "--host",
-            "127.0.0.1",
-            "--cores",
-            "1",
-            "--memory",
-            "1g",
-            "--webui-port",
-            str(free_port()),
-            "--work-dir",
-            work,
-        ]
+        command = worker_command(self.url, free_port(), f"{self.folder}/worker-{number}")
         worker = launch(f"worker-{number}", command, self.folder)
         self.workers.append(worker)
         return worker
@@ -170,17 +190,8 @@ def start_cluster(workers: int = WORKERS) -> StandaloneCluster:
         pytest.fail("Java is not installed: Spark's master and workers need Java 17+")
     folder = tempfile.mkdtemp(prefix="flintlock-standalone-")
     port, webui_port = free_port(), free_port()
-    command = [
-        spark_bin("spark-class"),
-        "org.apache.spark.deploy.master.Master",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--webui-port",
-        str(webui_port),
-    ]
-    cluster = StandaloneCluster(folder, port, webui_port, launch("master", command, folder))
+    master = launch("master", master_command(port, webui_port), folder)
+    cluster = StandaloneCluster(folder, port, webui_port, master)
     try:
         for _ in range(workers):
             cluster.start_worker()

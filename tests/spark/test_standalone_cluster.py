@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from spark_cluster import StandaloneCluster, cluster_environment, spark_bin
+from spark_cluster import StandaloneCluster, cluster_environment, submit_command
 
 pytestmark = pytest.mark.slow
 
@@ -21,29 +21,9 @@ JOB = Path(__file__).with_name("standalone_job.py")
 KEYS, ROWS = 3, 60
 
 
-def submit_command(cluster: StandaloneCluster, base: Path, mode: str) -> list[str]:
-    """README's command: ``spark-submit --master spark://127.0.0.1:<port> job.py ...``,
-    one core per executor (the machine's two cores: one executor on each worker)."""
-    return [
-        spark_bin("spark-submit"),
-        "--master",
-        cluster.url,
-        "--executor-cores",
-        "1",
-        "--conf",
-        "spark.ui.enabled=false",
-        str(JOB),
-        str(base),
-        mode,
-    ]
-
-
-def submit_environment(cluster: StandaloneCluster) -> dict[str, str]:
-    """The cluster's environment, without PYSPARK_PYTHON: the job names no Python for the
-    executors (flintlock gives them the driver's)."""
-    environment = cluster_environment(cluster.folder)
-    environment.pop("PYSPARK_PYTHON")
-    return environment
+def submit(cluster: StandaloneCluster, base: Path, mode: str) -> list[str]:
+    """README's spark-submit command for the job file, on the session's cluster."""
+    return submit_command(cluster.url, str(JOB), str(base), mode)
 
 
 def check_every_row_once(base: Path) -> None:
@@ -68,11 +48,11 @@ def test_a_submitted_job_runs_on_the_clusters_executors(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
     done = subprocess.run(
-        submit_command(standalone_cluster, tmp_path, "bounded"),
+        submit(standalone_cluster, tmp_path, "bounded"),
         capture_output=True,
         text=True,
         timeout=300,
-        env=submit_environment(standalone_cluster),
+        env=cluster_environment(standalone_cluster.folder),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
     check_every_row_once(tmp_path)
@@ -88,18 +68,17 @@ def test_a_submitted_job_runs_on_the_clusters_executors(
     assert all(w["id"] is not None for w in where), where
     assert {w["id"] for w in where} <= {"0", "1", "2", "3"}
     assert result["driver_pid"] not in {w["pid"] for w in where}
-    print("WHERE", where)
 
 
 def test_a_worker_killed_mid_epoch_loses_and_doubles_nothing(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
     job = subprocess.Popen(
-        submit_command(standalone_cluster, tmp_path, "unbounded"),
+        submit(standalone_cluster, tmp_path, "unbounded"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=submit_environment(standalone_cluster),
+        env=cluster_environment(standalone_cluster.folder),
     )
     output: list[str] = []
     try:
