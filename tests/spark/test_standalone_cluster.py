@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pytest
+from s3_server import BUCKET, S3Server
 from spark_cluster import StandaloneCluster, cluster_environment, submit_command
 
 pytestmark = pytest.mark.slow
@@ -21,16 +23,16 @@ JOB = Path(__file__).with_name("standalone_job.py")
 KEYS, ROWS = 3, 60
 
 
-def submit(cluster: StandaloneCluster, base: Path, mode: str) -> list[str]:
+def submit(cluster: StandaloneCluster, base: Path | str, mode: str) -> list[str]:
     """README's spark-submit command for the job file, on the session's cluster."""
     return submit_command(cluster.url, str(JOB), str(base), mode)
 
 
-def check_every_row_once(base: Path) -> None:
+def check_every_row_once(base: Path | str, filesystem: pafs.FileSystem | None = None) -> None:
     """Every id once under its key, and each key's greatest running total its ids' sum
     (a row replayed into the state would raise it), in plain Python: with two source
     subtasks the order of a key's rows is not fixed, so its running totals are not."""
-    table = ds.dataset(str(base / "out"), format="parquet").to_table()
+    table = ds.dataset(f"{base}/out", format="parquet", filesystem=filesystem).to_table()
     rows = list(zip(*(table[name].to_pylist() for name in ("k", "id", "total")), strict=True))
     assert sorted((k, i) for k, i, _ in rows) == sorted((i % KEYS, i) for i in range(ROWS))
     for key in range(KEYS):
@@ -104,3 +106,30 @@ def test_a_worker_killed_mid_epoch_loses_and_doubles_nothing(
     # before the kill both executors ran subtasks; after it only the surviving one
     assert len({w["id"] for w in where if w["epoch"] <= 2}) == 2, where
     assert len({w["id"] for w in where if w["epoch"] == last}) == 1, where
+
+
+def test_executors_get_the_drivers_storage_settings(
+    standalone_cluster: StandaloneCluster, s3: S3Server, s3_folder: str
+) -> None:
+    """Checkpoints and output on S3, its credentials and endpoint only in the driver's
+    environment (the workers started without them): the executors reach it too."""
+    settings = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{s3.endpoint}",
+    }
+    worker_environment = cluster_environment(standalone_cluster.folder)
+    assert not settings.keys() & worker_environment.keys()
+    done = subprocess.run(
+        submit(standalone_cluster, f"s3://{BUCKET}/{s3_folder}", "bounded"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**worker_environment, **settings},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    check_every_row_once(f"{BUCKET}/{s3_folder}", s3.filesystem())
+    where = result_of(done.stdout)["where"]
+    assert where and all(w["id"] is not None for w in where), where
+    assert "testing" not in done.stdout + done.stderr  # no log shows the secret
