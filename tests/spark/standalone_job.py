@@ -4,7 +4,9 @@ SparkSession, no PYSPARK_PYTHON, no Spark settings of its own).
 
 ``standalone_job.py BASE bounded``: a collection summed per key into a FileSink.
 ``standalone_job.py BASE unbounded``: a sequence (``end=``) summed per key, slowly, in
-epochs. Prints ``EPOCH <n>`` per committed epoch, then one ``RESULT`` line: the driver's
+epochs, writing ``BASE/marked`` at one row of its third epoch.
+
+Prints ``EPOCH <n>`` per committed epoch, then one ``RESULT`` line: the driver's
 pid and where each subtask of each epoch ran (the job's metrics).
 """
 
@@ -23,6 +25,9 @@ from flintlock.sinks.files import FileSink
 
 KEYS = 3
 ROWS = 60
+MARKED_ID = 25
+"""In the third epoch of the unbounded job (10 ids an epoch): reaching it writes
+``BASE/marked`` while both keyed subtasks run."""
 SCHEMA = pa.schema([("k", pa.int64()), ("id", pa.int64()), ("total", pa.int64())])
 
 
@@ -31,9 +36,10 @@ class RunningSum(KeyedProcessFunction):
 
     output_schema = SCHEMA
 
-    def __init__(self, seconds: float = 0.0) -> None:
+    def __init__(self, seconds: float = 0.0, marker: str | None = None) -> None:
         super().__init__()
         self.seconds = seconds
+        self.marker = marker
 
     def open(self) -> None:
         self.total = self.runtime_context.get_state(
@@ -41,6 +47,9 @@ class RunningSum(KeyedProcessFunction):
         )
 
     def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        if self.marker is not None and value["id"] == MARKED_ID:
+            with open(self.marker, "w") as marker:  # the test kills a worker now
+                marker.write(str(os.getpid()))
         time.sleep(self.seconds)
         self.total.update(self.total.value() + value["id"])
         out.collect({"k": ctx.get_current_key(), "id": value["id"], "total": self.total.value()})
@@ -57,7 +66,7 @@ def main(base: str, mode: str) -> None:
         function = RunningSum()
     else:
         stream = env.from_sequence(end=ROWS, rows_per_epoch=10)
-        function = RunningSum(seconds=0.3)
+        function = RunningSum(seconds=0.3, marker=f"{base}/marked")
     summed = stream.key_by(lambda row: row["id"] % KEYS).process(function)
     summed.sink_to(FileSink(f"{base}/out"), name="files")
     result = env.execute(f"standalone-{mode}", progress=announce)

@@ -6,6 +6,7 @@ nothing."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -72,36 +73,50 @@ def test_a_submitted_job_runs_on_the_clusters_executors(
     assert result["driver_pid"] not in {w["pid"] for w in where}
 
 
+def ancestry(pid: int) -> list[int]:
+    """``pid`` and its parents' pids up to init (Linux' /proc)."""
+    chain = [pid]
+    while chain[-1] > 1:
+        status = Path(f"/proc/{chain[-1]}/status").read_text()
+        chain.append(int(re.search(r"^PPid:\s+(\d+)", status, re.M).group(1)))  # type: ignore[union-attr]
+    return chain
+
+
 def test_a_worker_killed_mid_epoch_loses_and_doubles_nothing(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
-    job = subprocess.Popen(
-        submit(standalone_cluster, tmp_path, "unbounded"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=cluster_environment(standalone_cluster.folder),
-    )
-    output: list[str] = []
+    log = tmp_path / "job.log"  # a file, not a pipe: nothing blocks the job's output
+    with open(log, "w") as output:
+        job = subprocess.Popen(
+            submit(standalone_cluster, tmp_path, "unbounded"),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=cluster_environment(standalone_cluster.folder),
+        )
+    victim = standalone_cluster.workers[0]
     try:
-        assert job.stdout is not None
-        for line in job.stdout:
-            output.append(line)
-            if line.startswith("EPOCH 2"):
-                break
-        time.sleep(1.0)  # the third epoch runs: 10 rows at 0.3 s each per key group
-        victim = standalone_cluster.workers[0]
+        marker = tmp_path / "marked"
+        deadline = time.monotonic() + 240
+        while not marker.exists() or not marker.read_text():  # the third epoch runs now
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-6000:]
+            time.sleep(0.05)
+        # the worker that started the executor whose Python worker runs the marked row
+        ancestors = ancestry(int(marker.read_text()))
+        victim = next(w for w in standalone_cluster.workers if w.pid in ancestors)
         victim.kill()  # the worker JVM, its executor and their Python workers: SIGKILL
-        output.extend(job.stdout)
-        assert job.wait(timeout=300) == 0, "".join(output)[-6000:]
+        assert job.wait(timeout=300) == 0, log.read_text()[-6000:]
     finally:
         if job.poll() is None:
             job.kill()
         standalone_cluster.workers.remove(victim)
         standalone_cluster.start_worker()  # the next test finds two workers again
         standalone_cluster.wait_for_workers(2)
+    output = log.read_text()
+    # a task of the epoch was running on the killed executor: Spark ran it again (a
+    # second attempt, "task 1.1"), on the surviving one
+    assert re.search(r"Starting task \d+\.1 in stage", output), output[-6000:]
     check_every_row_once(tmp_path)
-    where = result_of("".join(output))["where"]
+    where = result_of(output)["where"]
     last = max(w["epoch"] for w in where)
     # before the kill both executors ran subtasks; after it only the surviving one
     assert len({w["id"] for w in where if w["epoch"] <= 2}) == 2, where
