@@ -108,6 +108,7 @@ def test_a_worker_killed_mid_epoch_loses_and_doubles_nothing(
     finally:
         if job.poll() is None:
             job.kill()
+        victim.kill()  # killed already, unless the test failed before
         standalone_cluster.workers.remove(victim)
         standalone_cluster.start_worker()  # the next test finds two workers again
         standalone_cluster.wait_for_workers(2)
