@@ -14,6 +14,7 @@ from flintlock.testing import LifecycleRecorder
 pytest_plugins = [
     "postgres_server",  # a real PostgreSQL server, started when a test asks
     "s3_server",  # a real S3-compatible server (moto), likewise
+    "spark_cluster",  # a real Spark standalone master and two workers, likewise
 ]
 
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"

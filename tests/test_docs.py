@@ -135,3 +135,22 @@ def test_every_hookspec_is_in_the_contributing_hook_reference(hook: str) -> None
     reference = (ROOT / "CONTRIBUTING.md").read_text().split("## Hook reference", 1)[1]
     assert f"| `{hook}`" in reference
     assert (getattr(hookspecs, hook).__doc__ or "").strip(), f"{hook} has no docstring"
+
+
+def test_readme_starts_a_standalone_cluster_as_the_tests_do() -> None:
+    """README's commands for a standalone cluster on one machine are the fixture's
+    (tests/spark_cluster.py), ports and folders as README gives them."""
+    from spark_cluster import master_command, spark_bin, submit_command, worker_command
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("### A standalone cluster on one machine", 1)[1].split("```", 2)[1]
+    home = str(Path(spark_bin("spark-class")).parent.parent)
+    commands = [
+        master_command(7077, 8080),
+        worker_command("spark://127.0.0.1:7077", 8081, "/tmp/worker-0"),
+        worker_command("spark://127.0.0.1:7077", 8082, "/tmp/worker-1"),
+        submit_command("spark://127.0.0.1:7077", "job.py"),
+    ]
+    lines = [line.removesuffix(" &") for line in block.splitlines()]
+    for command in commands:
+        assert " ".join(command).replace(home, "$SPARK_HOME") in lines

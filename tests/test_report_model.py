@@ -495,3 +495,19 @@ def test_long_tables_are_paged_with_every_row_in_the_page(tmp_path: Path) -> Non
     assert "The newest 48 of 240 subtask rows" in page
     (script,) = re.findall(r"<script[^>]*>", page)
     assert script == "<script>"  # inline: nothing fetched
+
+
+def test_where_a_subtask_ran_is_no_metric_of_the_report() -> None:
+    """A subtask's ``executor`` (id, host, pid) says where it ran: its pid summed over
+    subtasks would be a figure of nothing."""
+    from flintlock.core.metrics.subtask import executor_of_this_process
+    from flintlock.report.model import metrics_of
+
+    subtasks = [
+        {
+            "task_name": "map",
+            "metrics": {"numRecordsIn": 3, "executor": executor_of_this_process()},
+        }
+        for _ in range(2)
+    ]
+    assert metrics_of({"subtasks": subtasks}) == {"map": {"numRecordsIn": 6.0}}

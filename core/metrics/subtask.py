@@ -7,6 +7,9 @@ batch or event, never per record."""
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -96,6 +99,21 @@ def operator_metrics(
     return document
 
 
+EXECUTOR_IN_LOG_URL = re.compile(r"[?&]executorId=([^&]+)")
+
+
+def executor_of_this_process() -> dict[str, Any]:
+    """Where a subtask ran: Spark's executor id (None in local mode, where the driver runs
+    every task), host and Python worker pid. Python workers cannot ask the JVM, so the id
+    comes from what the executor's environment says: ``SPARK_EXECUTOR_ID`` (Kubernetes)
+    or the log URL a standalone worker gives its executors (``...&executorId=3&...``)."""
+    executor_id = os.environ.get("SPARK_EXECUTOR_ID")
+    if executor_id is None:
+        found = EXECUTOR_IN_LOG_URL.search(os.environ.get("SPARK_LOG_URL_STDERR", ""))
+        executor_id = found.group(1) if found else None
+    return {"id": executor_id, "host": socket.gethostname(), "pid": os.getpid()}
+
+
 def subtask_metrics(
     *,
     records_in: int,
@@ -120,6 +138,7 @@ def subtask_metrics(
         "checkpointDurationMs": checkpoint_seconds * 1e3,
         "checkpointSizeBytes": int(checkpoint_bytes),
         "operators": operators,
+        "executor": executor_of_this_process(),
     }
 
 

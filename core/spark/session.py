@@ -90,7 +90,8 @@ def active_or_local_session(
     if under_spark_submit():
         configured = _configured_master(None)
         _check_same_master(master, configured, "spark-submit started this driver on {running}")
-        return SparkSession.builder.getOrCreate(), True
+        forwarded = executor_environment(_jvm_settings(STORAGE_SETTINGS))
+        return SparkSession.builder.config(map={**forwarded}).getOrCreate(), True
     options = {
         "spark.app.name": app_name,
         "spark.ui.enabled": "true" if spark_ui else "false",
@@ -103,7 +104,8 @@ def active_or_local_session(
     launch_quiet_gateway(options)
     configured = _configured_master(SPARK_DEFAULT_MASTER)
     _check_same_master(master, configured, "Spark's configuration names the master {running}")
-    builder = SparkSession.builder.config(map={**options})
+    forwarded = executor_environment(_jvm_settings(STORAGE_SETTINGS))
+    builder = SparkSession.builder.config(map={**options, **forwarded})
     if configured is None:
         builder = builder.master(master or f"local[{os.cpu_count() or 2}]")
     return builder.getOrCreate(), True
@@ -117,6 +119,48 @@ def under_spark_submit() -> bool:
     """True if ``spark-submit`` (or the ``pyspark`` shell) started this Python and its
     JVM, whose configuration is the user's: PySpark connects to that JVM."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+STORAGE_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+)
+"""What pyarrow's S3 and Azure file systems read from the environment (a file named by
+an environment variable, as GOOGLE_APPLICATION_CREDENTIALS, would not be on executors)."""
+
+
+def executor_environment(configured: dict[str, str | None]) -> dict[str, str]:
+    """``spark.executorEnv.<NAME>`` for each storage variable the driver has and the
+    Spark configuration (``configured``: setting -> value or None) does not set: what the
+    user configured for executors stands. The values never reach a log of flintlock's;
+    Spark's UI redacts the secret ones (``spark.redaction.regex``)."""
+    settings = {}
+    for name in STORAGE_ENVIRONMENT:
+        key = f"spark.executorEnv.{name}"
+        if name in os.environ and configured.get(key) is None:
+            settings[key] = os.environ[name]
+    return settings
+
+
+STORAGE_SETTINGS = [f"spark.executorEnv.{name}" for name in STORAGE_ENVIRONMENT]
+
+
+def _jvm_settings(keys: list[str]) -> dict[str, str | None]:
+    """The running JVM's Spark settings of ``keys`` (spark-submit's ``--conf``,
+    ``spark-defaults.conf``: system properties before a SparkContext exists)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    assert gateway is not None
+    system = gateway.jvm.java.lang.System
+    return {key: system.getProperty(key) for key in keys}
 
 
 def _configured_master(default: str | None) -> str | None:

@@ -295,7 +295,7 @@ def metrics_of(entry: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Each vertex's numeric metrics in an epoch (the acknowledgements' ``metrics``),
     nested names joined with dots, over the vertex's subtasks: watermarks the lowest (as
     Flink's input watermark), everything else summed (counts, bytes, times, rates);
-    the acknowledgement's wall-clock ``time`` left out."""
+    the acknowledgement's wall-clock ``time`` and its ``executor`` (pid) left out."""
     found: dict[str, dict[str, float]] = {}
     for subtask in entry.get("subtasks", []):
         metrics = subtask.get("metrics")
@@ -303,8 +303,8 @@ def metrics_of(entry: dict[str, Any]) -> dict[str, dict[str, float]]:
             continue
         merged = found.setdefault(subtask["task_name"], {})
         for name, value in _numeric_leaves(metrics, ""):
-            if name == "time" or name.endswith(".time"):
-                continue
+            if name == "time" or name.endswith(".time") or name.startswith("executor."):
+                continue  # when and where (executor id, pid): no figure to add up
             if "atermark" in name and name in merged:
                 merged[name] = min(merged[name], value)
             else:
