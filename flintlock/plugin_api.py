@@ -58,6 +58,8 @@ Sinks
 - ``SinkWriterContext`` / ``CommitContext`` / ``OutputCheckContext``: what a
   ``TwoPhaseCommitSink``'s writer, committer and output check are handed;
   ``OUTPUT_MODES``: what a new run may do to output that already holds data.
+- ``StorageOptions``: the environment's object-store settings a sink or source opens
+  its output with (``TwoPhaseCommitSink.job_storage_options``).
 - ``list_folder`` / ``safe_name``: a folder's listing on any ``pyarrow.fs`` file system
   (empty if absent), a name made injective and file-name safe.
 """
@@ -108,6 +110,7 @@ from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState
 from flintlock.core.state.state_files import RestoredEntries
 from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+from flintlock.core.storage.options import StorageOptions
 from flintlock.core.task_info import TaskInfo
 
 __all__ = [
@@ -145,6 +148,7 @@ __all__ = [
     "SinkWriterContext",
     "StateDescriptor",
     "StateError",
+    "StorageOptions",
     "TableKeyedStateBackend",
     "TaskInfo",
     "TaskPhase",

@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flintlock import EpochSplits, PluginError, Source, SourceReader, UnboundedSource, hookimpl
+from flintlock.plugin_api import StorageOptions
 from flintlock.sinks.delta_files import deltalake, partition_string, schema_differences
 
 UNSUPPORTED = {
@@ -109,7 +110,8 @@ class _DeltaReader(SourceReader):
     def read(self) -> Iterator[pa.RecordBatch]:
         source = self._files
         if "://" in source.uri:
-            filesystem, root = pafs.FileSystem.from_uri(source.uri)
+            options = StorageOptions().updated(source.storage_options, known_only=True)
+            filesystem, root = options.filesystem(source.uri)
         else:
             filesystem, root = pafs.LocalFileSystem(), source.uri
         for path, partition in self._splits:

@@ -103,13 +103,13 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
         The driver keeps the table it loaded and reads only the log's newer versions."""
         module = deltalake()
         try:
-            if not module.DeltaTable.is_deltatable(self.uri, self.storage_options):
+            if not module.DeltaTable.is_deltatable(self.uri, self.delta_options()):
                 self._loaded = None
                 return None
             if self._loaded is not None:
                 self._loaded.update_incremental()
                 return self._loaded
-            self._loaded = module.DeltaTable(self.uri, storage_options=self.storage_options)
+            self._loaded = module.DeltaTable(self.uri, storage_options=self.delta_options())
             return self._loaded
         except (module.exceptions.DeltaError, OSError) as error:
             self._loaded = None
@@ -117,10 +117,15 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
                 f"DeltaSink cannot read the Delta table {self.uri}: {type(error).__name__}: {error}"
             ) from error
 
+    def delta_options(self) -> dict[str, str] | None:
+        """delta-rs's storage options: the environment's, then the sink's own (which win)."""
+        return self.job_storage_options.merged_for_deltalake(self.storage_options)
+
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and root folder of the table's data files."""
         if "://" in self.uri:
-            filesystem, root = pafs.FileSystem.from_uri(self.uri)
+            options = self.job_storage_options.updated(self.storage_options, known_only=True)
+            filesystem, root = options.filesystem(self.uri)
             return filesystem, root.rstrip("/")
         return pafs.LocalFileSystem(), self.uri.rstrip("/")
 
@@ -342,7 +347,7 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
             actions,
             mode="error",
             partition_by=partition_by or None,
-            storage_options=self.storage_options,
+            storage_options=self.delta_options(),
             commit_properties=properties,
         )
 

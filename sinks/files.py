@@ -85,7 +85,7 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and base path of ``path``."""
         if "://" in self.path:
-            filesystem, base = pafs.FileSystem.from_uri(self.path)
+            filesystem, base = self.job_storage_options.filesystem(self.path)
             return filesystem, base.rstrip("/")
         return pafs.LocalFileSystem(), os.path.abspath(self.path).rstrip("/")
 

@@ -207,7 +207,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink[_Transaction, IcebergData
         """The table's FileIO (pyiceberg), as the catalog configured it."""
         io = getattr(self, "_io", None)
         if io is None:
-            properties = (self.resolved or {}).get("io") or self.catalog[1]
+            properties = (self.resolved or {}).get("io") or self.catalog_with_storage()[1]
             location = self.table_model()["location"]
             io = tables.pyiceberg("pyiceberg.io").load_file_io(properties, location)
             self._io = io

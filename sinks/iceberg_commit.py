@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from flintlock import CommitError, FlintlockError, SinkOutputError
-from flintlock.plugin_api import CommitContext, OutputCheckContext, list_folder
+from flintlock.plugin_api import CommitContext, OutputCheckContext, StorageOptions, list_folder
 from flintlock.sinks import iceberg_stats
 from flintlock.sinks import iceberg_tables as tables
 from flintlock.sinks.iceberg_stats import IcebergDataFile
@@ -35,6 +35,7 @@ class IcebergCommitter:
     input_schema: Any
     mode: str
     partition_by: list[str]
+    job_storage_options: StorageOptions
 
     if TYPE_CHECKING:  # provided by IcebergSink
 
@@ -43,12 +44,20 @@ class IcebergCommitter:
         def filesystem(self) -> Any: ...
         def verify(self, file: IcebergDataFile, context: CommitContext) -> None: ...
 
+    def catalog_with_storage(self) -> tables.CatalogSpec:
+        """The catalog's name and properties, over the environment's ``storage_options``
+        as pyiceberg's FileIO names them (the catalog's own properties win)."""
+        name, properties = self.catalog
+        return name, {**self.job_storage_options.for_pyiceberg(), **properties}
+
     def open_catalog(self) -> Any:
         """The catalog, opened once per driver (never pickled to tasks)."""
         catalog = getattr(self, "_catalog", None)
         if catalog is None:
             try:
-                catalog = tables.load_catalog(self.catalog, f"IcebergSink('{self.table}')")
+                catalog = tables.load_catalog(
+                    self.catalog_with_storage(), f"IcebergSink('{self.table}')"
+                )
             except FlintlockError:
                 raise
             except Exception as error:

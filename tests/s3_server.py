@@ -7,7 +7,11 @@ per test, as a URI that flintlock, pyarrow and Spark's Python workers all open a
 
 from __future__ import annotations
 
-import logging
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +42,20 @@ class S3Server:
         options = f"endpoint_override={endpoint or self.endpoint}&scheme=http&region=us-east-1"
         return f"s3://{CREDENTIALS}@{BUCKET}/{path.strip('/')}?{options}"
 
+    def storage_options(self, secret: str = "testing") -> dict[str, str]:
+        """The environment's ``storage_options`` for this server (any keys do for moto:
+        a distinctive ``secret`` lets a test look for it where it must not be)."""
+        return {
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": secret,
+            "aws_endpoint_url": f"http://{self.endpoint}",
+            "aws_region": "us-east-1",
+        }
+
+    def plain_uri(self, path: str = "") -> str:
+        """``s3://bucket/path`` with nothing else: storage options say the rest."""
+        return f"s3://{BUCKET}/{path.strip('/')}"
+
     def filesystem(self) -> pafs.FileSystem:
         """pyarrow's S3 file system at this server (paths start with the bucket)."""
         return pafs.FileSystem.from_uri(self.uri())[0]
@@ -45,21 +63,48 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3() -> Iterator[S3Server]:
-    """moto's S3 server on a free loopback port for the session, with the bucket made."""
-    from moto.server import ThreadedMotoServer
+    """moto's S3 server on a free loopback port for the session, with the bucket made.
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    In a process of its own: delta-rs holds the GIL in some calls (``is_deltatable``),
+    which would stall a server thread in the test's process until the call times out."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        host, port = server.get_host_and_port()
-        running = S3Server(host, port)
+        running = S3Server("127.0.0.1", port)
+        wait_until_serving(running, server)
         uri = running.uri().replace("region=", "allow_bucket_creation=true&region=")
         filesystem, _ = pafs.FileSystem.from_uri(uri)
         filesystem.create_dir(BUCKET)
         yield running
     finally:
-        server.stop()
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def free_port() -> int:
+    """A loopback port no one listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until_serving(running: S3Server, server: subprocess.Popen[bytes]) -> None:
+    """Until the server answers HTTP (it imports moto first: a few seconds)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"moto's server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://{running.endpoint}/moto-api/", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"moto's server on {running.endpoint} did not answer in 60 s")
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 import pyarrow as pa
 
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 from flintlock.core.task_info import TaskInfo
 
 OUTPUT_MODES = ("error", "append", "overwrite")
@@ -109,6 +110,10 @@ class TwoPhaseCommitSink(ABC, Generic[TxnT, CommT]):
     """The Arrow schema of the stream the sink writes, if known on the driver (set by
     ``DataStream.sink_to``): a sink may create its output from it, or refuse in
     ``check_output`` a stream its output cannot take, before Spark starts."""
+
+    job_storage_options: StorageOptions = NO_OPTIONS
+    """The environment's ``storage_options`` (set by ``DataStream.sink_to``): a sink on
+    an object store opens it with them (options of its own win, key by key)."""
 
     # ---- writer side (tasks) ----
 

@@ -44,7 +44,7 @@ def new_savepoint_root(storage: CheckpointStorage, savepoint_dir: str, checkpoin
     (a local path, relative ones too, or a ``pyarrow.fs`` URI) must be on its file system."""
     location = savepoint_dir if "://" in savepoint_dir else os.path.abspath(savepoint_dir)
     try:
-        filesystem, base = pafs.FileSystem.from_uri(location)
+        filesystem, base = storage.options.filesystem(location)
     except (ValueError, OSError) as error:
         raise CheckpointError(
             f"the savepoint directory {savepoint_dir!r} is not usable: {error}"

@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.create_once import create_once
 from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.errors import CheckpointError, StorageError
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 from flintlock.core.task_info import TaskInfo
 
 
@@ -60,9 +61,16 @@ class CheckpointStorage:
     """Reads and writes snapshot files under ``base_path`` of a pyarrow file system."""
 
     def __init__(
-        self, filesystem: pafs.FileSystem, base_path: str, uri_prefix: str | None = None
+        self,
+        filesystem: pafs.FileSystem,
+        base_path: str,
+        uri_prefix: str | None = None,
+        options: StorageOptions = NO_OPTIONS,
     ) -> None:
         self.filesystem = filesystem
+        self.options = options
+        """The environment's ``storage_options`` this storage was opened with: other
+        places on the same store (a savepoint folder) open with them too."""
         self.base_path = base_path.rstrip("/")
         local = isinstance(filesystem, pafs.LocalFileSystem)
         self.uri_prefix = (
@@ -74,10 +82,11 @@ class CheckpointStorage:
         nothing for a local path)."""
 
     @classmethod
-    def from_uri(cls, uri: str) -> CheckpointStorage:
-        """Storage for a URI or local path (``file:///...``, ``s3://...``, ``/tmp/chk``)."""
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-        return cls(filesystem, path, _uri_prefix(uri, path))
+    def from_uri(cls, uri: str, options: StorageOptions = NO_OPTIONS) -> CheckpointStorage:
+        """Storage for a URI or local path (``file:///...``, ``s3://...``, ``/tmp/chk``),
+        opened with the environment's ``storage_options``."""
+        filesystem, path = options.filesystem(uri)
+        return cls(filesystem, path, _uri_prefix(uri, path), options)
 
     def uri(self, path: str) -> str:
         """``path`` on this storage as a user passes it back (``s3://bucket/...``): what

@@ -318,6 +318,7 @@ class DataStream(CombiningMethods, BuildingStream):
             label = self.env._unique(name or f"sink:{sink.name}")
             if self.schema is not None:
                 sink.input_schema = self.schema
+            sink.job_storage_options = self.env.storage_options
             self._then(label, label, lambda n: factory(sink, name=n), sink=sink, is_sink=True)
         else:
             factory = self.env.operator("sink")

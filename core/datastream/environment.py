@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.api.sink import TwoPhaseCommitSink
@@ -37,6 +37,7 @@ from flintlock.core.plan.graph import InputEdge, Transformation
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.spark.session import active_or_local_session, spark_ui_url
 from flintlock.core.spark.worker_probe import check_workers
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,7 +77,9 @@ class StreamExecutionEnvironment(SourceMethods):
         retained_checkpoints: int = 1,
         lease_seconds: float = DEFAULT_RENEW_SECONDS,
         spark_ui: bool | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
+        self.storage_options = StorageOptions(storage_options)
         if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
                 f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
@@ -166,7 +169,9 @@ class StreamExecutionEnvironment(SourceMethods):
         check_job_name(job_name)
         backend = state_backend if state_backend is not None else self.state_backend
         self.registry.get("state backend", backend)  # a clear error for a wrong name
-        check_before_spark(self.transformations, self.checkpoint_dir, self.plugins)
+        check_before_spark(
+            self.transformations, self.checkpoint_dir, self.plugins, self.storage_options
+        )
         uids = operator_uids(self.transformations)
         restore = None
         if restore_from is None:
@@ -177,11 +182,11 @@ class StreamExecutionEnvironment(SourceMethods):
                 uids,
                 self.max_parallelism,
                 allow_non_restored_state,
-                storage=savepoint_storage(restore_from, self.checkpoint_dir),
+                storage=savepoint_storage(restore_from, self.checkpoint_dir, self.storage_options),
             )
         if new_run is None:
             new_run = os.environ.get(NEW_RUN_ENV, "") not in ("", "0")
-        if new_run or not finished_before(self.checkpoint_dir, job_name):
+        if new_run or not finished_before(self.checkpoint_dir, job_name, self.storage_options):
             check_sink_outputs(self.transformations, job_name)  # before any Spark job
         if spark_ui is None:
             spark_ui = self.spark_ui
@@ -212,6 +217,7 @@ class StreamExecutionEnvironment(SourceMethods):
                 retained_checkpoints=self.retained_checkpoints,
                 restore=restore,
                 lease_seconds=self.lease_seconds,
+                storage_options=self.storage_options,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
             job_master = JobMaster(spark, self.transformations, config)
@@ -238,7 +244,9 @@ class StreamExecutionEnvironment(SourceMethods):
                 "through the job's folder there"
             )
         check_job_name(job_name)
-        client = JobClient(self.checkpoint_dir, job_name)
+        client = JobClient(
+            CheckpointStorage.from_uri(self.checkpoint_dir, self.storage_options), job_name
+        )
         client.start(lambda: self.execute(job_name, trigger=trigger, **options))
         return client
 
@@ -282,14 +290,23 @@ class StreamExecutionEnvironment(SourceMethods):
         return factory
 
 
-def savepoint_storage(restore_from: str, checkpoint_dir: str | None) -> CheckpointStorage | None:
+def savepoint_storage(
+    restore_from: str, checkpoint_dir: str | None, options: StorageOptions = NO_OPTIONS
+) -> CheckpointStorage | None:
     """The job's checkpoint storage if ``restore_from`` is a URI on it as flintlock hands
     them out (``s3://bucket/...`` without credentials or options): a savepoint or stop's
-    answer restores with the job's own file system settings."""
-    if checkpoint_dir is None or "://" not in restore_from:
+    answer restores with the job's own file system settings; elsewhere on an object
+    store, the environment's ``storage_options`` open it."""
+    if "://" not in restore_from:
         return None
-    storage = CheckpointStorage.from_uri(checkpoint_dir)
-    return storage if storage.path_of(restore_from) is not None else None
+    if checkpoint_dir is not None:
+        storage = CheckpointStorage.from_uri(checkpoint_dir, options)
+        if storage.path_of(restore_from) is not None:
+            return storage
+    if options:
+        storage = CheckpointStorage.from_uri(restore_from, options)
+        return storage if storage.path_of(restore_from) is not None else None
+    return None
 
 
 def _print_spark_ui(spark: SparkSession) -> None:

@@ -26,6 +26,7 @@ from flintlock.core.sources.sequence import SequenceSource
 from flintlock.core.sources.source import CollectionSource, Source, SourceOperator
 from flintlock.core.spark.sources import DataFrameSource
 from flintlock.core.spark.streaming_source import StreamingDataFrameSource
+from flintlock.core.storage.options import StorageOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -39,6 +40,7 @@ class SourceMethods:
 
     parallelism: int
     max_parallelism: int
+    storage_options: StorageOptions
 
     if TYPE_CHECKING:
 
@@ -222,7 +224,8 @@ class SourceMethods:
         go to delta-rs (object stores)."""
         _check_batch_size(batch_size, "from_delta")
         factory = self.registry.get("source", "delta")
-        source = factory(uri, version, unbounded, storage_options, batch_size)
+        options = self.storage_options.merged_for_deltalake(storage_options)
+        source = factory(uri, version, unbounded, options, batch_size)
         return self.from_source(source, watermark_strategy)
 
     def from_iceberg(

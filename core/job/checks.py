@@ -20,7 +20,6 @@ from typing import Any
 
 import cloudpickle
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from flintlock.core.api.sink import OutputCheckContext
 from flintlock.core.checkpoint.job_folder import RESULT
@@ -32,6 +31,7 @@ from flintlock.core.errors import (
     SinkOutputError,
 )
 from flintlock.core.plan.graph import Transformation
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 
 MAX_DEPTH = 8
 """How deep the search for the attribute that cannot be pickled goes."""
@@ -41,7 +41,10 @@ MAX_ITEMS = 1000
 
 
 def check_before_spark(
-    transformations: list[Transformation], checkpoint_dir: str | None, plugins: list[object]
+    transformations: list[Transformation],
+    checkpoint_dir: str | None,
+    plugins: list[object],
+    options: StorageOptions = NO_OPTIONS,
 ) -> None:
     """Every check that needs no Spark: picklable job parts, a writable checkpoint directory."""
     for transformation in transformations:
@@ -49,7 +52,7 @@ def check_before_spark(
     for index, plugin in enumerate(plugins):
         check_picklable(plugin, f"plugin {index} ({type(plugin).__name__})", "plugin")
     if checkpoint_dir is not None:
-        check_checkpoint_directory(checkpoint_dir)
+        check_checkpoint_directory(checkpoint_dir, options)
 
 
 # ---- pickling ----
@@ -182,14 +185,14 @@ def _children(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 # ---- checkpoint directory ----
 
 
-def check_checkpoint_directory(checkpoint_dir: str) -> None:
+def check_checkpoint_directory(checkpoint_dir: str, options: StorageOptions = NO_OPTIONS) -> None:
     """Create the folder and write, read back and delete a small file in it."""
     if not isinstance(checkpoint_dir, str) or not checkpoint_dir:
         raise CheckpointDirectoryError(
             f"checkpoint_dir must be an absolute path or a URI, not {checkpoint_dir!r}"
         )
     try:  # exactly as CheckpointStorage.from_uri reads it
-        filesystem, base = pafs.FileSystem.from_uri(checkpoint_dir)
+        filesystem, base = options.filesystem(checkpoint_dir)
     except (pa.ArrowException, ValueError, OSError) as error:
         raise CheckpointDirectoryError(
             f"checkpoint directory '{checkpoint_dir}' is neither an absolute path nor a URI "
@@ -233,13 +236,15 @@ def check_sink_outputs(transformations: list[Transformation], job_name: str) -> 
             ) from error
 
 
-def finished_before(checkpoint_dir: str | None, job_name: str) -> bool:
+def finished_before(
+    checkpoint_dir: str | None, job_name: str, options: StorageOptions = NO_OPTIONS
+) -> bool:
     """True if the job's result store says a run FINISHED: a start without ``new_run``
     only returns that result, and checks no output. Read without the job's lease; the
     job master reads it again (and checks its job id) under the lease."""
     if checkpoint_dir is None:  # a temporary folder: every run is new
         return False
-    storage = CheckpointStorage.from_uri(checkpoint_dir)
+    storage = CheckpointStorage.from_uri(checkpoint_dir, options)
     path = f"{storage.job_dir(job_name)}/{RESULT}"
     try:
         if not storage.exists(path):

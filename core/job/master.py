@@ -29,6 +29,7 @@ from flintlock.core.plan.graph import Transformation
 from flintlock.core.spark.epoch_frames import EpochFrames
 from flintlock.core.spark.run_settings import RunSettings, run_settings
 from flintlock.core.spark.source_partitions import SourcePartitionCounts
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +56,8 @@ class JobConfig:
     """Take Flink's metrics per epoch (core/metrics/) and keep them in the job's folder."""
     metrics_port: int | None = None
     """Serve the metrics in Prometheus' text format on this port while the job runs."""
+    storage_options: StorageOptions = NO_OPTIONS
+    """The environment's object-store settings (credentials, endpoint)."""
 
 
 class JobMaster:
@@ -71,7 +74,7 @@ class JobMaster:
         self.epoch_frames = EpochFrames(spark)
         self.transformations = transformations
         self.config = config
-        self.storage = CheckpointStorage.from_uri(config.checkpoint_uri)
+        self.storage = CheckpointStorage.from_uri(config.checkpoint_uri, config.storage_options)
         self.folder = JobFolder(self.storage, config.job_name)
         self.coordinator = CheckpointCoordinator(self.folder)
         self.sinks: dict[str, TwoPhaseCommitSink[Any, Any]] = {

@@ -237,6 +237,7 @@ class JobRun:
             epoch=barrier.checkpoint_id,
             barrier=barrier,
             checkpoint_uri=config.checkpoint_uri,
+            storage_options=config.storage_options,
             max_parallelism=config.max_parallelism,
             state_backend=config.state_backend,
             graph=self.graph,

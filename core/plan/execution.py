@@ -21,6 +21,7 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import ACK_VERTEX
 from flintlock.core.plan.graph import JobGraph, JobVertex
 from flintlock.core.sources.source import SourceEpoch
+from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 
 
 @dataclass
@@ -41,6 +42,8 @@ class ExecutionPlan:
     """(vertex, subtask) -> what it restores from; absent for a fresh start."""
     source_epochs: dict[str, list[SourceEpoch]] = field(default_factory=dict)
     """Unbounded source operator name -> per subtask, its splits of this epoch."""
+    storage_options: StorageOptions = NO_OPTIONS
+    """The environment's object-store settings: tasks open checkpoint storage with them."""
     snapshot_root: str | None = None
     """Where every task writes this epoch's snapshot (a savepoint's folder); None: the run's."""
     finished_vertices: dict[str, int] = field(default_factory=dict)

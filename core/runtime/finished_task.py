@@ -48,7 +48,7 @@ def run_finished_subtask(
     if reader is not None:
         _await_barrier(vertex, info, reader, vertex.channels_per_input(plan.vertices))
     barrier = plan.barrier
-    storage = CheckpointStorage.from_uri(plan.checkpoint_uri)
+    storage = CheckpointStorage.from_uri(plan.checkpoint_uri, plan.storage_options)
     directory = storage.task_snapshot_dir(info, barrier.checkpoint_id, plan.snapshot_root)
     snapshot, manifest, size = write_manifest(
         storage,

@@ -156,7 +156,7 @@ class StageFunction:
             info=info,
             operators=operators,
             writer=writer,
-            storage=CheckpointStorage.from_uri(plan.checkpoint_uri),
+            storage=CheckpointStorage.from_uri(plan.checkpoint_uri, plan.storage_options),
             plugin_manager=manager,
             input=events,
             input_channels=vertex.channels_per_input(plan.vertices),

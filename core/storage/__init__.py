@@ -1,0 +1,1 @@
+"""Object-store settings shared by checkpoints, the job folder and sinks."""
