@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "": 0,
     # 1: the plugin machinery
     "hooks": 1,
+    "storage": 1,
     # 2: what runs inside a Spark task, and the checkpoints it writes
     "api": 2,
     "runtime": 2,

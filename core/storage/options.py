@@ -12,7 +12,6 @@ spelling (``filesystem``, ``for_deltalake``, ``for_pyiceberg``). Secrets never s
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -125,9 +124,9 @@ class StorageOptions(Mapping[str, str]):
         bucket_path = f"{parts.netloc}/{parts.path.lstrip('/')}".rstrip("/")
         return pafs.S3FileSystem(**self.pyarrow_s3_arguments()), bucket_path
 
-    def pyarrow_s3_arguments(self) -> dict[str, Any]:
+    def pyarrow_s3_arguments(self) -> dict[str, str]:
         """The ``pyarrow.fs.S3FileSystem`` keyword arguments of these settings."""
-        arguments: dict[str, Any] = {
+        arguments: dict[str, str] = {
             S3_KEYS[key]: value for key, value in self._settings.items() if key in S3_KEYS
         }
         endpoint = self._settings.get("aws_endpoint_url")
