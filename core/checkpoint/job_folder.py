@@ -99,7 +99,7 @@ class JobFolder:
                 "job_id": uuid.uuid4().hex,
                 "created": time.time(),
             }
-            self.storage.write_json_atomically(path, document)
+            self.storage.create_json_once(path, document)  # of two first starts, one id
         document = self.storage.read_json(path)
         if not isinstance(document, dict) or not isinstance(document.get("job_id"), str):
             raise CheckpointError(f"the job identity file {path} has no job id: it is damaged")
@@ -190,15 +190,6 @@ class JobFolder:
         self.fence(f"records the job's result ({status})")
         path = f"{self.path}/{RESULT}"
         generation = self.generation
-        if generation is not None and self.storage.exists(path):
-            theirs = self.storage.read_json(path)
-            newer = theirs.get("lease_generation") if isinstance(theirs, dict) else None
-            if isinstance(newer, int) and newer > generation:
-                raise LeaseLostError(
-                    f"job '{self.job_name}': run {theirs.get('run_id')} (lease generation "
-                    f"{newer}) recorded the job's result {path} after this driver (run "
-                    f"{run_id}, generation {generation}) lost its lease: {status} is not recorded"
-                )
         document = {
             "job_name": self.job_name,
             "job_id": self.job_id,
@@ -208,4 +199,20 @@ class JobFolder:
             "lease_generation": generation,
             **fields,
         }
-        self.storage.write_json_atomically(path, document)
+        if not self.storage.replace_json_if(
+            path, document, lambda there: not newer_than(there, generation)
+        ):
+            theirs = self.storage.read_json(path)
+            raise LeaseLostError(
+                f"job '{self.job_name}': run {theirs.get('run_id')} (lease generation "
+                f"{theirs.get('lease_generation')}) recorded the job's result {path} after "
+                f"this driver (run {run_id}, generation {generation}) lost its lease: "
+                f"{status} is not recorded"
+            )
+
+
+def newer_than(there: object, generation: int | None) -> bool:
+    """Whether the document ``there`` was written under a newer lease generation than
+    ``generation``: a driver never replaces such a document (it lost its lease)."""
+    theirs = there.get("lease_generation") if isinstance(there, dict) else None
+    return generation is not None and isinstance(theirs, int) and theirs > generation

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.create_once import create_once
 from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.errors import CheckpointError, StorageError
+from flintlock.core.storage.conditional import create_once, replace_if
 from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
 from flintlock.core.task_info import TaskInfo
 
@@ -36,6 +37,9 @@ def safe_name(name: str) -> str:
     return "%2E" + encoded[1:] if encoded.startswith(".") else encoded
 
 
+ATOMIC_UPLOADS = (pafs.S3FileSystem, pafs.GcsFileSystem)
+"""File systems whose new object appears whole or not at all (readers never see a
+partial upload), so a write needs no temporary name and rename."""
 LISTING_TRIES = 20
 """Listings of a folder that changes while Arrow lists it, before the error is kept."""
 
@@ -181,7 +185,10 @@ class CheckpointStorage:
         """Write a JSON document so that readers see the old one or the whole new one.
 
         Written to a unique temporary name beside ``path``, then renamed over it (atomic on
-        local and HDFS file systems; on object stores a copy that readers see whole)."""
+        local and HDFS file systems). An object store's upload is atomic itself: one PUT,
+        no copy of a temporary object."""
+        if isinstance(self.filesystem, ATOMIC_UPLOADS):
+            return self.write_json(path, document)
         temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
         size = self.write_json(temporary, document)
         retrying(path, "move a new version onto", lambda: self.filesystem.move(temporary, path))
@@ -194,6 +201,23 @@ class CheckpointStorage:
         # a create whose answer was lost finds its own file when tried again: callers
         # tell their own document (publish_once) or take the next generation (the lease)
         return retrying(path, "create", lambda: create_once(self.filesystem, path, data))
+
+    def replace_json_if(
+        self, path: str, document: object, may_replace: Callable[[object], bool]
+    ) -> bool:
+        """Replace ``path`` with ``document`` if ``may_replace(the document there)`` (None:
+        none, or one that is not JSON) holds when it is written (``If-Match`` on S3, a
+        lock locally: ``core/storage/conditional.py``); False if it did not."""
+        data = _json_bytes(document)
+
+        def check(current: bytes | None) -> bool:
+            try:
+                there = None if current is None else json.loads(current)
+            except ValueError:
+                there = None  # damaged: its holder writes it whole again
+            return may_replace(there)
+
+        return retrying(path, "replace", lambda: replace_if(self.filesystem, path, data, check))
 
     def read_json(self, path: str) -> Any:
         """Read a JSON document written by ``write_json``; a damaged one names its file."""

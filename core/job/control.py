@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
-from flintlock.core.checkpoint.job_folder import JobFolder
+from flintlock.core.checkpoint.job_folder import JobFolder, newer_than
 from flintlock.core.checkpoint.storage import list_folder
-from flintlock.core.errors import CheckpointError, JobControlError
+from flintlock.core.errors import CheckpointError, JobControlError, LeaseLostError
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.lease import LeaseHolder, read_holder
 
@@ -254,8 +254,16 @@ class JobControl:
         """The job's status file (``flintlock status``): state, epochs, savepoints."""
         self.folder.fence("writes the job's status")
         epochs = document.get("epochs", [])
-        document = {**document, "epochs": epochs[-KEPT_EPOCHS:]}
-        self.storage.write_json_atomically(f"{self.folder.path}/{STATUS}", document)
+        generation = self.folder.generation
+        document = {**document, "epochs": epochs[-KEPT_EPOCHS:], "lease_generation": generation}
+        path = f"{self.folder.path}/{STATUS}"
+        if not self.storage.replace_json_if(
+            path, document, lambda there: not newer_than(there, generation)
+        ):
+            raise LeaseLostError(
+                f"job '{self.folder.job_name}': a driver of a newer lease generation wrote the "
+                f"job's status {path}: this one (generation {generation}) lost its lease"
+            )
 
     def read_status(self) -> dict[str, Any] | None:
         """The job's status file, if the job ever ran as epochs."""
