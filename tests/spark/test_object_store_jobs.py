@@ -24,9 +24,14 @@ cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import te
 PER_EPOCH = 300
 
 
-def s3_job(spark: Any, checkpoint_dir: str, out: Path) -> StreamExecutionEnvironment:
-    """An endless sequence summed per ``id % KEYS`` into files; checkpoints at the URI."""
-    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=checkpoint_dir)
+def s3_job(
+    spark: Any, checkpoint_dir: str, out: Path, options: dict[str, str] | None = None
+) -> StreamExecutionEnvironment:
+    """An endless sequence summed per ``id % KEYS`` into files; checkpoints at the URI,
+    opened with ``options`` (the environment's storage_options) if given."""
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=checkpoint_dir, storage_options=options
+    )
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     stream = env.from_sequence(rows_per_epoch=PER_EPOCH, watermark_strategy=strategy)
     keyed = stream.key_by(lambda row: row["id"] % KEYS).process(RunningSumUntilTheEnd())
@@ -88,7 +93,8 @@ def test_an_unbounded_job_on_s3_resumes_exactly_once_and_the_cli_reads_it(
 def test_a_savepoint_at_an_s3_uri_restores_a_new_job(
     spark: Any, s3: S3Server, s3_folder: str, tmp_path: Path
 ) -> None:
-    first = s3_job(spark, s3.uri(f"{s3_folder}/chk"), tmp_path / "first" / "out")
+    options = s3.storage_options()  # plain s3:// URIs, the settings given once
+    first = s3_job(spark, s3.plain_uri(f"{s3_folder}/chk"), tmp_path / "first" / "out", options)
     client = first.execute_async("first")
     wait_for_epochs(client, 2)
     savepoint = client.stop()
@@ -96,7 +102,7 @@ def test_a_savepoint_at_an_s3_uri_restores_a_new_job(
     assert savepoint.startswith(f"s3://{BUCKET}/") and stopped.savepoint_path == savepoint
 
     # the stop's answer restores as it is: a URI on the job's storage uses its settings
-    second = s3_job(spark, s3.uri(f"{s3_folder}/chk-2"), tmp_path / "second" / "out")
+    second = s3_job(spark, s3.plain_uri(f"{s3_folder}/chk-2"), tmp_path / "second" / "out", options)
     client = second.execute_async("second", restore_from=savepoint)
     wait_for_epochs(client, 2)
     client.stop()
