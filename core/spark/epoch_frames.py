@@ -17,7 +17,10 @@ shared stages and a frozen worker heap"); each run still plans a new query over 
 shared stages, under the settings of the moment (a query is planned once: a kept one
 would run a stale plan). A layout whose encoded plan
 is over ``SHARED_LAYOUT_LIMIT`` keeps its plan in its own stages' functions instead,
-which Spark ships once per stage rather than with every task.
+which Spark ships once per stage rather than with every task. So does the layout of a
+job with storage secrets (``storage_options``): Spark's event log keeps every local
+property as it is (it redacts only its configuration's), while a stage's function is
+never logged.
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ class EpochFrames:
             return build_epoch_frame(self.spark, plan, epoch_from_task=False)
         if self._frame is None or self._template is None or not plan.same_layout(self._template):
             self._template = plan
-            self._layout = encoded_layout(plan)
-            if len(self._layout) > SHARED_LAYOUT_LIMIT:
+            secrets = plan.storage_options.has_secrets()
+            self._layout = None if secrets else encoded_layout(plan)
+            if self._layout is None or len(self._layout) > SHARED_LAYOUT_LIMIT:
                 self._layout = None
                 self._frame = build_epoch_frame(self.spark, plan)
             else:

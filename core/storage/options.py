@@ -87,6 +87,10 @@ class StorageOptions(Mapping[str, str]):
 
     __str__ = __repr__
 
+    def has_secrets(self) -> bool:
+        """Whether any value is a secret (a key, a token)."""
+        return any(key in SECRET_KEYS for key in self._settings)
+
     def shown(self, key: str) -> str:
         """The value of ``key`` as flintlock shows it: ``***`` for a secret."""
         return "***" if key in SECRET_KEYS else self._settings[key]

@@ -7,6 +7,7 @@ file the job wrote and in nothing it printed."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from job_scripts import run_script
 from pyiceberg.catalog import load_catalog
 from s3_server import BUCKET, S3Server
 
@@ -86,3 +88,16 @@ def test_one_set_of_storage_options_reaches_checkpoints_and_every_sink(
     printed = capsys.readouterr()
     assert secret not in printed.out + printed.err
     assert secret not in repr(env.storage_options)
+
+
+def test_spark_event_logs_keep_no_storage_secret(
+    s3: S3Server, s3_folder: str, tmp_path: Path
+) -> None:
+    secret = f"secret-{uuid.uuid4().hex}"
+    config = {"bucket": BUCKET, "folder": s3_folder, "options": s3.storage_options(secret)}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = run_script(Path(__file__).with_name("event_log_job.py"), tmp_path)
+    assert result["status"] == "FINISHED"
+    found = result["found"]
+    assert found["events"] > 20  # the event log was written and read
+    assert not found["plain"] and not found["in_properties"], found
