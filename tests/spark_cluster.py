@@ -2,8 +2,9 @@
 started from the installed pyspark (``bin/spark-class``), each in a process group of its
 own, stopped at the session's end (no local-cluster shortcut, no mock).
 
-Fixture: ``standalone_cluster`` (the session's cluster: its master URL and workers).
-The commands are the ones README's "A standalone cluster on one machine" gives.
+Fixtures: ``standalone_cluster`` (the session's cluster: its master URL and workers) and
+``connect_server`` (a Spark Connect server on it, for one test). The commands are the
+ones README's "A standalone cluster on one machine" gives.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,6 +69,21 @@ def submit_command(master_url: str, job: str, *job_args: str) -> list[str]:
         "1",
         job,
         *job_args,
+    ]
+
+
+CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def connect_server_command(master_url: str, port: int, python: str) -> list[str]:
+    """README's command that starts a Spark Connect server on the cluster: the driver of
+    its clients' jobs, listening on loopback ``port``; its executors run ``python``."""
+    return [
+        spark_bin("spark-submit"),
+        *("--master", master_url, "--executor-cores", "1", "--class", CONNECT_SERVER),
+        *("--conf", "spark.connect.grpc.binding.address=127.0.0.1"),
+        *("--conf", f"spark.connect.grpc.binding.port={port}"),
+        *("--conf", f"spark.pyspark.python={python}"),
     ]
 
 
@@ -209,3 +226,29 @@ def standalone_cluster() -> Iterator[StandaloneCluster]:
     cluster = start_cluster()
     yield cluster
     cluster.stop()
+
+
+def listening(port: int) -> bool:
+    """True if something accepts connections on the loopback ``port``."""
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def connect_server(standalone_cluster: StandaloneCluster) -> Iterator[str]:
+    """A Spark Connect server whose master is the session's cluster, its executors
+    running this interpreter; yields its ``sc://`` URL. Stopped at the test's end: while
+    it runs, its executors hold every core of the cluster."""
+    port = free_port()
+    command = connect_server_command(standalone_cluster.url, port, sys.executable)
+    server = launch("connect-server", command, standalone_cluster.folder)
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while not listening(port):
+            if not server.alive() or time.monotonic() > deadline:
+                pytest.fail(f"the Spark Connect server did not start:\n{server.tail()}")
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.kill()

@@ -5,6 +5,7 @@ every hookspec."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,20 +138,41 @@ def test_every_hookspec_is_in_the_contributing_hook_reference(hook: str) -> None
     assert (getattr(hookspecs, hook).__doc__ or "").strip(), f"{hook} has no docstring"
 
 
-def test_readme_starts_a_standalone_cluster_as_the_tests_do() -> None:
-    """README's commands for a standalone cluster on one machine are the fixture's
-    (tests/spark_cluster.py), ports and folders as README gives them."""
-    from spark_cluster import master_command, spark_bin, submit_command, worker_command
-
+def cluster_section_commands() -> list[str]:
+    """The ``$SPARK_HOME/...`` command lines of README's "Running on a cluster" (its
+    shell blocks), without a trailing ``&``."""
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("### A standalone cluster on one machine", 1)[1].split("```", 2)[1]
+    section = readme.split("\n## Running on a cluster\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    lines = [line.removesuffix(" &") for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("$SPARK_HOME/")]
+
+
+def test_readme_runs_a_cluster_with_exactly_the_tests_commands() -> None:
+    """README's commands for a standalone cluster, a job submitted to it and a Spark
+    Connect server on it are the fixture's (tests/spark_cluster.py), ports and folders as
+    README gives them, and README runs no Spark command the tests do not."""
+    from spark_cluster import (
+        connect_server_command,
+        master_command,
+        spark_bin,
+        submit_command,
+        worker_command,
+    )
+
     home = str(Path(spark_bin("spark-class")).parent.parent)
+    master = "spark://127.0.0.1:7077"
     commands = [
         master_command(7077, 8080),
-        worker_command("spark://127.0.0.1:7077", 8081, "/tmp/worker-0"),
-        worker_command("spark://127.0.0.1:7077", 8082, "/tmp/worker-1"),
-        submit_command("spark://127.0.0.1:7077", "job.py"),
+        worker_command(master, 8081, "/tmp/worker-0"),
+        worker_command(master, 8082, "/tmp/worker-1"),
+        submit_command(master, "job.py"),
+        connect_server_command(master, 15002, sys.executable),
     ]
-    lines = [line.removesuffix(" &") for line in block.splitlines()]
-    for command in commands:
-        assert " ".join(command).replace(home, "$SPARK_HOME") in lines
+    tested = [
+        " ".join(c).replace(home, "$SPARK_HOME").replace(sys.executable, "$(command -v python)")
+        for c in commands
+    ]
+    assert sorted(cluster_section_commands()) == sorted(tested)
+    readme = (ROOT / "README.md").read_text()
+    assert 'remote("sc://127.0.0.1:15002")' in readme  # the port the server listens on

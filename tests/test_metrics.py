@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import replace
@@ -370,3 +372,24 @@ def test_the_prometheus_text_types_run_counts_as_counters_and_the_rest_as_gauges
     assert (user.type, sorted(s.value for s in user.samples)) == ("gauge", [2.0, 6.0])
     for name in ("busyTimeMsPerSecond", "numRecordsInPerSecond", "currentInputWatermark"):
         assert families[f"flintlock_task_{name}"].type == "gauge"
+
+
+WHERE_AM_I = "from flintlock.core.metrics.subtask import executor_of_this_process as e; print(e())"
+
+
+def test_a_subtask_finds_its_executor_id_in_the_executor_processes_arguments() -> None:
+    """As on a cluster: the executor JVM (here a process with the same ``--executor-id 7``
+    arguments) starts pyspark's daemon, which forks the Python worker; nothing in the
+    environment names the executor (as on YARN). Without such a parent: None."""
+    spawn = "import subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1]])"
+    daemon = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {WHERE_AM_I!r}])"
+    hidden = {"SPARK_EXECUTOR_ID", "SPARK_LOG_URL_STDERR"}
+    environment = {k: v for k, v in os.environ.items() if k not in hidden}
+    under_executor = [sys.executable, "-c", spawn, daemon, "--executor-id", "7", "--cores", "1"]
+    without = [sys.executable, "-c", spawn, daemon, "--cores", "1"]
+    found = [
+        subprocess.run(c, capture_output=True, text=True, env=environment, check=True).stdout
+        for c in (under_executor, without)
+    ]
+    assert "'id': '7'" in found[0], found[0]
+    assert "'id': None" in found[1], found[1]

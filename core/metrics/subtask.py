@@ -7,6 +7,7 @@ batch or event, never per record."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -100,18 +101,51 @@ def operator_metrics(
 
 
 EXECUTOR_IN_LOG_URL = re.compile(r"[?&]executorId=([^&]+)")
+ANCESTORS_TO_SEARCH = 4
+"""A Python worker's executor JVM is its parent, or its grandparent (pyspark's daemon
+forks the workers); a few more allow a wrapper in between."""
 
 
 def executor_of_this_process() -> dict[str, Any]:
     """Where a subtask ran: Spark's executor id (None in local mode, where the driver runs
-    every task), host and Python worker pid. Python workers cannot ask the JVM, so the id
-    comes from what the executor's environment says: ``SPARK_EXECUTOR_ID`` (Kubernetes)
-    or the log URL a standalone worker gives its executors (``...&executorId=3&...``)."""
-    executor_id = os.environ.get("SPARK_EXECUTOR_ID")
-    if executor_id is None:
-        found = EXECUTOR_IN_LOG_URL.search(os.environ.get("SPARK_LOG_URL_STDERR", ""))
-        executor_id = found.group(1) if found else None
-    return {"id": executor_id, "host": socket.gethostname(), "pid": os.getpid()}
+    every task), host and Python worker pid."""
+    return {"id": executor_id(), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+@functools.cache
+def executor_id() -> str | None:
+    """The id of the executor whose JVM started this Python worker, or None.
+
+    A Python worker cannot ask its JVM, and ``TaskContext`` has no executor id (its local
+    property ``spark.executor.id`` is the driver's, "driver", on every executor): the
+    executor JVM's own ``--executor-id`` argument, which every cluster manager passes,
+    is read from /proc; where there is no /proc, ``SPARK_EXECUTOR_ID`` (Kubernetes) or
+    the log URL a standalone worker gives its executors (``...&executorId=3&...``)."""
+    found = executor_id_of_ancestors(os.getpid())
+    if found is not None:
+        return found
+    if "SPARK_EXECUTOR_ID" in os.environ:
+        return os.environ["SPARK_EXECUTOR_ID"]
+    in_log_url = EXECUTOR_IN_LOG_URL.search(os.environ.get("SPARK_LOG_URL_STDERR", ""))
+    return in_log_url.group(1) if in_log_url else None
+
+
+def executor_id_of_ancestors(pid: int) -> str | None:
+    """The ``--executor-id`` argument of the nearest of ``pid``'s parents that has one
+    (Linux' /proc); None if none of the next few has one, or /proc cannot tell."""
+    for _ in range(ANCESTORS_TO_SEARCH):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rsplit(b")", 1)[1].split()[1])  # the parent's pid
+            if pid <= 1:
+                return None
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                arguments = cmdline.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            return None
+        if b"--executor-id" in arguments[:-1]:
+            return arguments[arguments.index(b"--executor-id") + 1].decode(errors="replace")
+    return None
 
 
 def subtask_metrics(
