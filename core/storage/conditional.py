@@ -173,6 +173,9 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
 
 
 _clients: dict[tuple[Any, ...], Any] = {}
+S3_ATTEMPTS = 5
+"""Tries of one S3 request on a passing fault (HTTP 500/503, throttling, a dropped
+connection), with the SDK's standard exponential backoff and jitter between them."""
 
 
 def _s3_client(filesystem: pafs.S3FileSystem) -> Any:
@@ -181,13 +184,15 @@ def _s3_client(filesystem: pafs.S3FileSystem) -> Any:
     endpoint = settings.get("endpoint_override") or None
     if endpoint and "://" not in endpoint:
         endpoint = f"{settings.get('scheme') or 'https'}://{endpoint}"
-    key = (endpoint, settings.get("region"), settings.get("access_key"))
+    key = (endpoint, settings.get("region"), settings.get("access_key"), settings.get("secret_key"))
     client = _clients.get(key)
     if client is None:
         import boto3
+        from botocore.config import Config
 
         client = boto3.session.Session().client(
             "s3",
+            config=Config(retries={"mode": "standard", "max_attempts": S3_ATTEMPTS}),
             endpoint_url=endpoint,
             region_name=settings.get("region") or None,
             aws_access_key_id=settings.get("access_key") or None,
