@@ -60,6 +60,8 @@ Sinks
   ``OUTPUT_MODES``: what a new run may do to output that already holds data.
 - ``list_folder`` / ``safe_name``: a folder's listing on any ``pyarrow.fs`` file system
   (empty if absent), a name made injective and file-name safe.
+- ``s3_client``: a boto3 S3 client with the endpoint and credentials of a pyarrow
+  ``S3FileSystem``, for what Arrow cannot do (the ``s3`` extra installs boto3).
 """
 
 from flintlock.core.api.functions import Row, overrides
@@ -73,6 +75,7 @@ from flintlock.core.api.sink import (
 )
 from flintlock.core.api.watermarks import event_time_millis, event_times
 from flintlock.core.api.window_functions import AggregateContents, WindowContents
+from flintlock.core.checkpoint.create_once import s3_client
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder, safe_name
 from flintlock.core.errors import RestoreError, StateError
 from flintlock.core.events import (
@@ -168,6 +171,7 @@ __all__ = [
     "overrides",
     "python_keys",
     "rows_of",
+    "s3_client",
     "safe_name",
     "subtask_for_key_group",
 ]

@@ -69,7 +69,7 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
         ) from error
     bucket, _, key = path.partition("/")
     try:
-        _s3_client(filesystem).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        s3_client(filesystem).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except botocore.exceptions.ClientError as error:
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status in (409, 412):  # PreconditionFailed; ConditionalRequestConflict
@@ -81,8 +81,11 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
 _clients: dict[tuple[Any, ...], Any] = {}
 
 
-def _s3_client(filesystem: pafs.S3FileSystem) -> Any:
-    """A boto3 client that reaches the same endpoint with the same credentials as Arrow."""
+def s3_client(filesystem: pafs.S3FileSystem) -> Any:
+    """A boto3 client that reaches the same endpoint with the same credentials as Arrow.
+
+    For what Arrow's S3 file system cannot do (conditional writes, multipart uploads
+    completed later); one client per endpoint and key in a process. Needs boto3."""
     settings = filesystem.__reduce__()[1][0]
     endpoint = settings.get("endpoint_override") or None
     if endpoint and "://" not in endpoint:

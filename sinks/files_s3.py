@@ -1,0 +1,294 @@
+"""FileSink on S3: each Parquet file is written under its final key as a multipart upload
+and published by ``CompleteMultipartUpload`` at commit: no byte is copied, so a commit
+costs the same whatever the files' size (Flink's S3 RecoverableWriter and S3Committer).
+
+A part is uploaded each time the writer's buffer reaches ``part_size`` (S3 takes parts of
+5 MiB at least, the last excepted), the last one at pre-commit; the committable records
+the upload's id and its parts' numbers, ETags and sizes. Before an upload is created, a
+marker naming its key is put in the job's staging folder (``_staging-<job id>/``, where
+the staging files are elsewhere): what a killed attempt started is found there, and only
+there, so cleaning never touches another job's uploads. A commit that runs again finds
+the upload completed (``NoSuchUpload``) and checks the object is the one written: its
+size and its multipart ETag (the md5 of the parts' md5s, then ``-<number of parts>``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any, TypedDict, final
+
+import pyarrow.fs as pafs
+
+from flintlock import CommittableError, SinkOutputError
+from flintlock.plugin_api import list_folder, s3_client
+from flintlock.sinks.optional import require
+
+MIN_PART_SIZE = 5 * 1024 * 1024
+"""S3 refuses a smaller part, unless it is the last one."""
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+
+
+class UploadedPart(TypedDict):
+    number: int
+    etag: str
+    bytes: int
+
+
+@final
+class UploadedParquetFile(TypedDict):
+    """A FileSink committable on S3: a multipart upload under the file's final key, all
+    its parts uploaded, published by one ``CompleteMultipartUpload``. ``staging`` is the
+    upload's marker, ``final`` the file's path (both as the sink's file system names them)."""
+
+    staging: str
+    final: str
+    bucket: str
+    key: str
+    upload_id: str
+    parts: list[UploadedPart]
+    rows: int
+    bytes: int
+
+
+def s3_of(filesystem: pafs.FileSystem) -> tuple[pafs.S3FileSystem, str] | None:
+    """The S3 file system under ``filesystem`` and the prefix its paths take there (a
+    ``SubTreeFileSystem``'s base path), or None if it is not on S3."""
+    if isinstance(filesystem, pafs.S3FileSystem):
+        return filesystem, ""
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        inner = s3_of(filesystem.base_fs)
+        if inner is not None:
+            return inner[0], f"{inner[1]}{filesystem.base_path.strip('/')}/"
+    return None
+
+
+def check_boto3(path: str) -> None:
+    """FileSink on S3 needs boto3 (Arrow cannot complete a multipart upload later)."""
+    require("boto3", "s3", f"FileSink on S3 ({path}: multipart uploads)")
+
+
+def check_part_size(part_size: object) -> None:
+    """A part size S3 takes: an int of 5 MiB or more (the last part may be smaller)."""
+    if isinstance(part_size, bool) or not isinstance(part_size, int) or part_size < MIN_PART_SIZE:
+        raise SinkOutputError(
+            f"FileSink part_size must be an int of {MIN_PART_SIZE} bytes (5 MiB, S3's "
+            f"smallest part) or more, got {part_size!r}"
+        )
+
+
+def multipart_etag(parts: list[UploadedPart]) -> str:
+    """The ETag S3 gives the object a multipart upload of ``parts`` completes into."""
+    digests = b"".join(bytes.fromhex(part["etag"].strip('"')) for part in parts)
+    return f"{hashlib.md5(digests).hexdigest()}-{len(parts)}"
+
+
+class S3Files:
+    """The multipart uploads of one FileSink, through a boto3 client that reaches the
+    same endpoint with the same credentials as the sink's pyarrow file system."""
+
+    def __init__(self, filesystem: pafs.FileSystem, path: str) -> None:
+        found = s3_of(filesystem)
+        assert found is not None, "S3Files on a file system that is not S3"
+        check_boto3(path)
+        self.filesystem = filesystem
+        self.client = s3_client(found[0])
+        self.prefix = found[1]
+
+    @classmethod
+    def of(cls, filesystem: pafs.FileSystem, path: str) -> S3Files | None:
+        """The multipart uploads of a FileSink at ``path`` if it is on S3, else None."""
+        return cls(filesystem, path) if s3_of(filesystem) is not None else None
+
+    def locate(self, path: str) -> tuple[str, str]:
+        """Bucket and key of a path of the sink's file system."""
+        bucket, _, key = f"{self.prefix}{path}".partition("/")
+        return bucket, key
+
+    def call(self, what: str, request: Callable[..., Any], **arguments: Any) -> Any:
+        """One request; a failure is a SinkOutputError saying what it was for."""
+        try:
+            return request(**arguments)
+        except Exception as error:
+            where = f"s3://{arguments.get('Bucket')}/{arguments.get('Key')}"
+            raise SinkOutputError(f"FileSink could not {what} {where}: {error}") from error
+
+    # ---- writer side ----
+
+    def start(self, marker: str, final: str, part_size: int) -> MultipartUpload:
+        """Put the upload's marker, then create the upload of ``final``."""
+        bucket, key = self.locate(final)
+        marker_bucket, marker_key = self.locate(marker)
+        body = json.dumps({"key": key}).encode()
+        put = self.client.put_object
+        self.call("write the upload marker", put, Bucket=marker_bucket, Key=marker_key, Body=body)
+        create = self.client.create_multipart_upload
+        created = self.call("start the multipart upload of", create, Bucket=bucket, Key=key)
+        return MultipartUpload(self, marker, final, created["UploadId"], part_size)
+
+    def abort(self, file: dict[str, Any]) -> None:
+        """Abort a transaction's upload and drop its marker."""
+        abort = self.client.abort_multipart_upload
+        at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
+        self.call("abort the upload of", abort, **at)
+        marker_bucket, marker_key = self.locate(file["staging"])
+        self.call("delete", self.client.delete_object, Bucket=marker_bucket, Key=marker_key)
+
+    # ---- committer side ----
+
+    def verify(self, file: UploadedParquetFile, stuck: str) -> None:
+        """Check the upload holds the parts written, or was completed into the object
+        written (a commit that runs again): else a CommittableError naming the key."""
+        at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
+        try:
+            listed = self.client.list_parts(**at, MaxParts=10000)
+        except Exception as error:
+            if _code(error) != "NoSuchUpload":
+                raise CommittableError(
+                    f"cannot list the parts of s3://{file['bucket']}/{file['key']}: {error}{stuck}"
+                ) from error
+            self._check_published(file, stuck)
+            return
+        found = [
+            (p["PartNumber"], p["ETag"].strip('"'), p["Size"]) for p in listed.get("Parts", [])
+        ]
+        written = [(p["number"], p["etag"].strip('"'), p["bytes"]) for p in file["parts"]]
+        if found != written:
+            raise CommittableError(
+                f"the multipart upload of s3://{file['bucket']}/{file['key']} holds the parts "
+                f"{found}, {written} were written (changed or damaged){stuck}"
+            )
+
+    def complete(self, file: UploadedParquetFile, stuck: str = "") -> None:
+        """Publish the upload (one CompleteMultipartUpload; done already if completed),
+        then drop its marker."""
+        at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
+        parts = [{"PartNumber": p["number"], "ETag": p["etag"]} for p in file["parts"]]
+        try:
+            self.client.complete_multipart_upload(**at, MultipartUpload={"Parts": parts})
+        except Exception as error:
+            if _code(error) != "NoSuchUpload":
+                raise CommittableError(
+                    f"cannot complete the upload of s3://{file['bucket']}/{file['key']}: "
+                    f"{error}{stuck}"
+                ) from error
+            self._check_published(file, stuck)
+        marker_bucket, marker_key = self.locate(file["staging"])
+        self.call("delete", self.client.delete_object, Bucket=marker_bucket, Key=marker_key)
+
+    def _check_published(self, file: UploadedParquetFile, stuck: str) -> None:
+        """The upload is gone: its object must be there, with its size and ETag."""
+        where = f"s3://{file['bucket']}/{file['key']}"
+        try:
+            head = self.client.head_object(Bucket=file["bucket"], Key=file["key"])
+        except Exception as error:
+            if _code(error) not in ("404", "NoSuchKey", "NotFound"):
+                raise CommittableError(f"cannot read {where}: {error}{stuck}") from error
+            raise CommittableError(
+                f"the multipart upload {file['upload_id']} of {where} is gone and was never "
+                f"completed: its {file['rows']} rows are lost for good{stuck}"
+            ) from error
+        etag, size = head["ETag"].strip('"'), head["ContentLength"]
+        expected = multipart_etag(file["parts"])
+        if etag != expected or size != file["bytes"]:
+            raise CommittableError(
+                f"the object {where} is not the one written: ETag {etag} and {size} bytes, "
+                f"the upload {file['upload_id']} makes {expected} and {file['bytes']}{stuck}"
+            )
+
+    def abort_unreferenced(self, staging_dir: str, keep: list[Any]) -> None:
+        """Abort the uploads whose marker in ``staging_dir`` no kept committable names,
+        and drop those markers; kept uploads, and other jobs', are never touched."""
+        kept_markers = {file["staging"] for file in keep}
+        kept_uploads = {file.get("upload_id") for file in keep}
+        for info in list_folder(self.filesystem, staging_dir):
+            if info.type != pafs.FileType.File or info.path in kept_markers:
+                continue
+            bucket, _ = self.locate(info.path)
+            with self.filesystem.open_input_stream(info.path) as source:
+                key = json.loads(source.read())["key"]
+            listing = self.client.list_multipart_uploads
+            listed = self.call("list the uploads of", listing, Bucket=bucket, Prefix=key)
+            for upload in listed.get("Uploads", []):
+                if upload["Key"] == key and upload["UploadId"] not in kept_uploads:
+                    abort = self.client.abort_multipart_upload
+                    self.call(
+                        "abort the upload of",
+                        abort,
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload["UploadId"],
+                    )
+            self.filesystem.delete_file(info.path)
+
+
+class MultipartUpload:
+    """A file object a ParquetWriter writes into: its bytes go to S3 as the parts of one
+    multipart upload, a part each time ``part_size`` bytes are buffered, the rest at
+    ``close``."""
+
+    def __init__(
+        self, files: S3Files, marker: str, final: str, upload_id: str, part_size: int
+    ) -> None:
+        self.files = files
+        self.marker = marker
+        self.final = final
+        self.bucket, self.key = files.locate(final)
+        self.upload_id = upload_id
+        self.part_size = part_size
+        self.parts: list[UploadedPart] = []
+        self.buffer = bytearray()
+        self.position = 0
+        self.closed = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.buffer += data
+        self.position += len(data)
+        if len(self.buffer) >= self.part_size:
+            self._send_part()
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        """Nothing: parts leave at their size, the last one at ``close``."""
+
+    def writable(self) -> bool:
+        return True
+
+    def committable(self) -> dict[str, Any]:
+        """The committable's fields known once the upload is created."""
+        names = {"staging": self.marker, "final": self.final, "bucket": self.bucket}
+        return names | {"key": self.key, "upload_id": self.upload_id}
+
+    def close(self) -> dict[str, Any]:
+        """Upload the last part (the whole file, if it is smaller than a part); the
+        committable's parts and bytes."""
+        if not self.closed:
+            if self.buffer or not self.parts:
+                self._send_part()
+            self.closed = True
+        return {"parts": self.parts, "bytes": self.position}
+
+    def _send_part(self) -> None:
+        number = len(self.parts) + 1
+        body = bytes(self.buffer)
+        sent = self.files.call(
+            f"upload part {number} of",
+            self.files.client.upload_part,
+            Bucket=self.bucket,
+            Key=self.key,
+            UploadId=self.upload_id,
+            PartNumber=number,
+            Body=body,
+        )
+        self.parts.append({"number": number, "etag": sent["ETag"].strip('"'), "bytes": len(body)})
+        self.buffer.clear()
+
+
+def _code(error: Exception) -> str:
+    """The S3 error code of a botocore ClientError ("" for any other error)."""
+    response = getattr(error, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
