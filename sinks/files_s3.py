@@ -199,28 +199,39 @@ class S3Files:
 
     def abort_unreferenced(self, staging_dir: str, keep: list[Any]) -> None:
         """Abort the uploads whose marker in ``staging_dir`` no kept committable names,
-        and drop those markers; kept uploads, and other jobs', are never touched."""
+        and drop those markers (and staging files an older FileSink left there); kept
+        uploads, and other jobs', are never touched."""
         kept_markers = {file["staging"] for file in keep}
         kept_uploads = {file.get("upload_id") for file in keep}
         for info in list_folder(self.filesystem, staging_dir):
             if info.type != pafs.FileType.File or info.path in kept_markers:
                 continue
-            bucket, _ = self.locate(info.path)
-            with self.filesystem.open_input_stream(info.path) as source:
-                key = json.loads(source.read())["key"]
-            listing = self.client.list_multipart_uploads
-            listed = self.call("list the uploads of", listing, Bucket=bucket, Prefix=key)
-            for upload in listed.get("Uploads", []):
-                if upload["Key"] == key and upload["UploadId"] not in kept_uploads:
-                    abort = self.client.abort_multipart_upload
-                    self.call(
-                        "abort the upload of",
-                        abort,
-                        Bucket=bucket,
-                        Key=key,
-                        UploadId=upload["UploadId"],
-                    )
-            self.filesystem.delete_file(info.path)
+            bucket, marker_key = self.locate(info.path)
+            read = self.client.get_object
+            body = self.call("read the upload marker", read, Bucket=bucket, Key=marker_key)
+            key = _marked_key(body["Body"].read())
+            if key is not None:
+                self._abort_uploads_of(bucket, key, kept_uploads)
+            delete = self.client.delete_object  # not pyarrow's: it would leave a folder object
+            self.call("delete", delete, Bucket=bucket, Key=marker_key)
+
+    def _abort_uploads_of(self, bucket: str, key: str, kept_uploads: set[Any]) -> None:
+        """Abort every pending upload of ``key`` but the kept ones."""
+        listing = self.client.list_multipart_uploads
+        listed = self.call("list the uploads of", listing, Bucket=bucket, Prefix=key)
+        for upload in listed.get("Uploads", []):
+            if upload["Key"] == key and upload["UploadId"] not in kept_uploads:
+                at = {"Bucket": bucket, "Key": key, "UploadId": upload["UploadId"]}
+                self.call("abort the upload of", self.client.abort_multipart_upload, **at)
+
+
+def _marked_key(marker: bytes) -> str | None:
+    """The key an upload marker names; None for a staging file of an older FileSink."""
+    try:
+        document = json.loads(marker)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return document.get("key") if isinstance(document, dict) else None
 
 
 class MultipartUpload:
