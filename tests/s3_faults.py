@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
@@ -68,6 +69,8 @@ class FaultInjectingProxy:
         """Operation -> how many requests of it arrived (forwarded or answered)."""
         self.requests: list[tuple[str, str]] = []
         """(operation, path) of every request, in order of arrival."""
+        self.upstream_seconds: Counter[str] = Counter()
+        """Operation -> seconds its forwarded requests took at the server, all told."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -87,7 +90,10 @@ class FaultInjectingProxy:
                 if status is not None:
                     self._answer_error(status)
                 else:
+                    started = time.perf_counter()
                     self._forward(body)
+                    with proxy.lock:
+                        proxy.upstream_seconds[operation] += time.perf_counter() - started
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 
