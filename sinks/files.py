@@ -106,6 +106,7 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
         self.rows_per_file = rows_per_file
         self.mode = mode
         self.part_size = part_size
+        self._registered: set[tuple[str, str, str]] = set()
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and base path of ``path``."""
@@ -226,7 +227,7 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
         if self.mode == "overwrite":  # due at the new run's first commit, only there
             notes = {"overwrite_from": context.checkpoint_id, "run_id": context.run_id}
             context.storage.write_json_atomically(context.sink_notes("files"), notes)
-        register(filesystem, base, context)
+        self._register(filesystem, base, context)
 
     def commit(self, context: CommitContext, committables: list[ParquetFileCommittable]) -> None:
         filesystem, base = self.filesystem()
@@ -238,12 +239,22 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
             for path in data_files(filesystem, base):
                 if not os.path.basename(path).startswith(mine):
                     filesystem.delete_file(path)
-        register(filesystem, base, context)
+        self._register(filesystem, base, context)
         for file in committables:
             self.commit_file(filesystem, file)
+        uploads = [file for file in committables if "upload_id" in file]
+        if uploads:  # all published: their markers go, in one request
+            S3Files(filesystem, self.path).drop_markers(uploads)
         if overwrite is not None:
             done = overwrite | {"done_at": context.checkpoint_id}
             context.storage.write_json_atomically(context.sink_notes("files"), done)
+
+    def _register(self, filesystem: pafs.FileSystem, base: str, context: CommitContext) -> None:
+        """Record the job's run in ``path``'s owners, once per driver (it only grows)."""
+        run = (base, context.job_id, context.run_id)
+        if run not in self._registered:
+            register(filesystem, base, context)
+            self._registered.add(run)
 
     def _overwrite_due(self, context: CommitContext) -> dict[str, Any] | None:
         """The overwrite note if this commit replaces the path's data: the first commit

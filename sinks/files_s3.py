@@ -161,8 +161,7 @@ class S3Files:
             )
 
     def complete(self, file: UploadedParquetFile, stuck: str = "") -> None:
-        """Publish the upload (one CompleteMultipartUpload; done already if completed),
-        then drop its marker."""
+        """Publish the upload: one CompleteMultipartUpload; done already if completed."""
         at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
         parts = [{"PartNumber": p["number"], "ETag": p["etag"]} for p in file["parts"]]
         try:
@@ -174,8 +173,15 @@ class S3Files:
                     f"{error}{stuck}"
                 ) from error
             self._check_published(file, stuck)
-        marker_bucket, marker_key = self.locate(file["staging"])
-        self.call("delete", self.client.delete_object, Bucket=marker_bucket, Key=marker_key)
+
+    def drop_markers(self, files: list[UploadedParquetFile]) -> None:
+        """Delete the markers of completed uploads: one request per 1,000."""
+        located = [self.locate(file["staging"]) for file in files]
+        for start in range(0, len(located), 1000):
+            chunk = located[start : start + 1000]
+            objects = {"Objects": [{"Key": key} for _, key in chunk], "Quiet": True}
+            delete = self.client.delete_objects
+            self.call("delete upload markers in", delete, Bucket=chunk[0][0], Delete=objects)
 
     def _check_published(self, file: UploadedParquetFile, stuck: str) -> None:
         """The upload is gone: its object must be there, with its size and ETag."""
