@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, final
 
@@ -159,10 +160,13 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
         return list(transaction.files)
 
     def abort(self, transaction: _Transaction) -> None:
+        if transaction.upload is not None:  # dropped: its last part is never sent
+            transaction.files[-1].update(transaction.upload.drop())
+            transaction.writer = transaction.upload = None
         self._close_file(transaction)
         filesystem, _ = self.filesystem()
         for file in transaction.files:
-            if "upload_id" in file:
+            if "key" in file:
                 S3Files(filesystem, self.path).abort(file)
             else:
                 _delete_if_exists(filesystem, file["staging"])
@@ -231,8 +235,8 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
 
     def commit(self, context: CommitContext, committables: list[ParquetFileCommittable]) -> None:
         filesystem, base = self.filesystem()
-        for file in committables:  # check everything before publishing anything
-            self.verify(filesystem, file, context)
+        with ThreadPoolExecutor(max_workers=8) as pool:  # check all before publishing any
+            list(pool.map(lambda file: self.verify(filesystem, file, context), committables))
         overwrite = self._overwrite_due(context)
         if overwrite is not None:  # again after a crash: the run's own files stay
             mine = f"part-{context.run_id}-"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypedDict, final
 
 import pyarrow.fs as pafs
@@ -117,21 +118,26 @@ class S3Files:
     # ---- writer side ----
 
     def start(self, marker: str, final: str, part_size: int) -> MultipartUpload:
-        """Put the upload's marker, then create the upload of ``final``."""
-        bucket, key = self.locate(final)
+        """The upload of ``final``: its marker put and the upload created in the background,
+        while the writer encodes the first part."""
+        return MultipartUpload(self, marker, final, part_size)
+
+    def create(self, marker: str, bucket: str, key: str) -> str:
+        """Put the upload's marker, then create the upload: its id."""
         marker_bucket, marker_key = self.locate(marker)
         body = json.dumps({"key": key}).encode()
         put = self.client.put_object
         self.call("write the upload marker", put, Bucket=marker_bucket, Key=marker_key, Body=body)
         create = self.client.create_multipart_upload
         created = self.call("start the multipart upload of", create, Bucket=bucket, Key=key)
-        return MultipartUpload(self, marker, final, created["UploadId"], part_size)
+        return str(created["UploadId"])
 
     def abort(self, file: dict[str, Any]) -> None:
-        """Abort a transaction's upload and drop its marker."""
-        abort = self.client.abort_multipart_upload
-        at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
-        self.call("abort the upload of", abort, **at)
+        """Abort a transaction's upload (if it was created) and drop its marker."""
+        if file.get("upload_id"):
+            abort = self.client.abort_multipart_upload
+            at = {"Bucket": file["bucket"], "Key": file["key"], "UploadId": file["upload_id"]}
+            self.call("abort the upload of", abort, **at)
         marker_bucket, marker_key = self.locate(file["staging"])
         self.call("delete", self.client.delete_object, Bucket=marker_bucket, Key=marker_key)
 
@@ -243,27 +249,28 @@ def _marked_key(marker: bytes) -> str | None:
 class MultipartUpload:
     """A file object a ParquetWriter writes into: its bytes go to S3 as the parts of one
     multipart upload, a part each time ``part_size`` bytes are buffered, the rest at
-    ``close``."""
+    ``close``. As Flink's S3 writer, requests run in the background (a small pool per
+    process) while the writer goes on encoding, at most two parts of an upload in flight;
+    ``close`` waits for them and raises the first failure."""
 
-    def __init__(
-        self, files: S3Files, marker: str, final: str, upload_id: str, part_size: int
-    ) -> None:
+    def __init__(self, files: S3Files, marker: str, final: str, part_size: int) -> None:
         self.files = files
         self.marker = marker
         self.final = final
         self.bucket, self.key = files.locate(final)
-        self.upload_id = upload_id
         self.part_size = part_size
-        self.parts: list[UploadedPart] = []
+        self.created = _requests().submit(files.create, marker, self.bucket, self.key)
+        self.sent: list[Future[UploadedPart]] = []
         self.buffer = bytearray()
         self.position = 0
         self.closed = False
 
     def write(self, data: bytes | memoryview) -> int:
-        self.buffer += data
-        self.position += len(data)
-        if len(self.buffer) >= self.part_size:
-            self._send_part()
+        if not self.closed:
+            self.buffer += data
+            self.position += len(data)
+            if len(self.buffer) >= self.part_size:
+                self._send_part()
         return len(data)
 
     def tell(self) -> int:
@@ -276,33 +283,59 @@ class MultipartUpload:
         return True
 
     def committable(self) -> dict[str, Any]:
-        """The committable's fields known once the upload is created."""
-        names = {"staging": self.marker, "final": self.final, "bucket": self.bucket}
-        return names | {"key": self.key, "upload_id": self.upload_id}
+        """The committable's names, known when the file opens."""
+        names = {"staging": self.marker, "final": self.final}
+        return names | {"bucket": self.bucket, "key": self.key}
 
     def close(self) -> dict[str, Any]:
-        """Upload the last part (the whole file, if it is smaller than a part); the
-        committable's parts and bytes."""
+        """Upload the last part (the whole file, if it is smaller than a part) and wait
+        for every part: the committable's upload id, parts and bytes."""
         if not self.closed:
-            if self.buffer or not self.parts:
+            if self.buffer or not self.sent:
                 self._send_part()
             self.closed = True
-        return {"parts": self.parts, "bytes": self.position}
+        parts = [sent.result() for sent in self.sent]
+        return {"upload_id": self.created.result(), "parts": parts, "bytes": self.position}
+
+    def drop(self) -> dict[str, Any]:
+        """Stop writing (the last part is never sent); the upload id to abort, if the
+        upload was created."""
+        self.closed = True
+        self.buffer.clear()
+        wait(self.sent)
+        created = self.created.exception() is None
+        return {"upload_id": self.created.result()} if created else {}
 
     def _send_part(self) -> None:
-        number = len(self.parts) + 1
+        in_flight = [sent for sent in self.sent if not sent.done()]
+        if len(in_flight) >= 2:  # bounded memory: the writer waits for the oldest
+            wait(in_flight[:1])
         body = bytes(self.buffer)
+        self.buffer.clear()
+        self.sent.append(_requests().submit(self._upload, len(self.sent) + 1, body))
+
+    def _upload(self, number: int, body: bytes) -> UploadedPart:
         sent = self.files.call(
             f"upload part {number} of",
             self.files.client.upload_part,
             Bucket=self.bucket,
             Key=self.key,
-            UploadId=self.upload_id,
+            UploadId=self.created.result(),
             PartNumber=number,
             Body=body,
         )
-        self.parts.append({"number": number, "etag": sent["ETag"].strip('"'), "bytes": len(body)})
-        self.buffer.clear()
+        return {"number": number, "etag": sent["ETag"].strip('"'), "bytes": len(body)}
+
+
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _requests() -> ThreadPoolExecutor:
+    """The process's pool for upload requests (an upload's creation is queued before its
+    parts, which wait for it: no part can hold every thread while its creation waits)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="flintlock-s3"))
+    return _pool[0]
 
 
 def _code(error: Exception) -> str:

@@ -6,6 +6,7 @@ on loopback), through a proxy that counts every request by its S3 operation; no 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,11 @@ def test_a_file_larger_than_a_part_is_uploaded_in_parts_and_round_trips(
 def test_a_canceled_task_aborts_its_upload(s3: S3Server, s3_folder: str) -> None:
     sink = FileSink(s3.uri(f"{s3_folder}/out"))
     harness = harness_into(sink, values(100))
-    assert pending_uploads(s3, s3_folder) == [f"{s3_folder}/out/part-local-chk1-0-0.parquet"]
+    started = [f"{s3_folder}/out/part-local-chk1-0-0.parquet"]
+    deadline = time.monotonic() + 10  # the upload is created in the background
+    while pending_uploads(s3, s3_folder) != started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pending_uploads(s3, s3_folder) == started
     harness.cancel()
     assert pending_uploads(s3, s3_folder) == []
     assert keys_under(s3, s3_folder) == []  # no data, no marker
@@ -155,6 +160,7 @@ def writer(sink: FileSink, job_id: str, run_id: str, subtask: int, attempt: int)
     storage = CheckpointStorage.from_uri("/tmp")
     transaction = sink.begin_transaction(SinkWriterContext(task, storage), 1)
     sink.write(transaction, values(100, start=100 * subtask))
+    transaction.upload.created.result()  # the upload is created in the background: now
     return transaction
 
 
