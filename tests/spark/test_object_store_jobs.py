@@ -145,14 +145,15 @@ def test_an_unbounded_job_into_s3_files_completes_a_failed_commit_at_restart(
         failing.result()
     failed_run = failing.status()["run_id"]
     assert len(pending()) == 1  # checkpoint 2's other file, not published yet
-    [marker] = [  # ... whose marker is in the job's staging folder
+    markers = [  # checkpoint 2's two markers: they go once its whole commit is done
         key
         for key in (i["Key"] for i in client.list_objects_v2(Bucket=BUCKET)["Contents"])
         if key.startswith(f"{s3_folder}/out/_staging-")
     ]
+    assert len(markers) == 2
     dead = f"{s3_folder}/out/part-deadrun-chk2-1-0.parquet"  # a killed attempt's upload
     client.create_multipart_upload(Bucket=BUCKET, Key=dead)
-    dead_marker = f"{marker.rsplit('/', 1)[0]}/deadrun-chk2-1-7-0.parquet"
+    dead_marker = f"{markers[0].rsplit('/', 1)[0]}/deadrun-chk2-1-7-0.parquet"
     client.put_object(Bucket=BUCKET, Key=dead_marker, Body=f'{{"key": "{dead}"}}'.encode())
 
     again = s3_job(spark, str(tmp_path / "chk"), tmp_path, FileSink(out))
