@@ -108,7 +108,7 @@ class Commits:
         committer = FileSink(self.server.uri(f"{folder}/out", endpoint=self.proxy.endpoint))
         storage = CheckpointStorage.from_uri(f"{self.scratch}/{folder}")
         context = CommitContext("bench", "run1", 1, storage, job_id="job1", sink_uid="out")
-        sink.prepare_output(context)  # the job's run registered, as before a real commit
+        committer.prepare_output(context)  # its run registered, as a job's driver does first
         return sink, committer, context, f"{BUCKET}/{folder}/out"
 
     def _commit(self, way: str, committer: Any, context: Any, committables: list[Any]) -> float:
