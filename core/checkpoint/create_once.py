@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
 
 from flintlock.core.errors import CheckpointError
 
@@ -78,10 +81,10 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
     return True
 
 
-_clients: dict[tuple[Any, ...], Any] = {}
+_clients: dict[tuple[Any, ...], BaseClient] = {}
 
 
-def s3_client(filesystem: pafs.S3FileSystem) -> Any:
+def s3_client(filesystem: pafs.S3FileSystem) -> BaseClient:
     """A boto3 client that reaches the same endpoint with the same credentials as Arrow.
 
     For what Arrow's S3 file system cannot do (conditional writes, multipart uploads
