@@ -107,7 +107,6 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
         self.rows_per_file = rows_per_file
         self.mode = mode
         self.part_size = part_size
-        self._registered: set[tuple[str, str, str]] = set()
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and base path of ``path``."""
@@ -255,10 +254,11 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
 
     def _register(self, filesystem: pafs.FileSystem, base: str, context: CommitContext) -> None:
         """Record the job's run in ``path``'s owners, once per driver (it only grows)."""
+        registered: set[tuple[str, ...]] = self.__dict__.setdefault("_registered", set())
         run = (base, context.job_id, context.run_id)
-        if run not in self._registered:
+        if run not in registered:
             register(filesystem, base, context)
-            self._registered.add(run)
+            registered.add(run)
 
     def _overwrite_due(self, context: CommitContext) -> dict[str, Any] | None:
         """The overwrite note if this commit replaces the path's data: the first commit
