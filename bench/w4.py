@@ -12,14 +12,18 @@ same run:
 - ``parquet``: Spark computes them and writes them, ``df.write.parquet`` (parallelism 2);
 - ``delta`` / ``iceberg`` / ``postgres``: Spark computes them (``toArrow``), then the
   system's own plain write: ``deltalake.write_deltalake``, pyiceberg ``table.append``,
-  one ``COPY ... FROM STDIN`` (CSV written by pyarrow) in one transaction.
+  one ``COPY ... FROM STDIN`` (CSV written by pyarrow) in one transaction;
+- ``files-s3``: FileSink on S3 (moto's server, in its own process on loopback, as
+  bench/s3_commit.py starts it); the baseline is Spark computing the rows (``toArrow``),
+  then pyarrow writing the same files (as many as flintlock writes: two per checkpoint)
+  to the same server with ``pyarrow.parquet.write_table``.
 
 Each sink's ratio is against its system's baseline; ``write only`` is the baseline's write
 alone (rows already in memory). Medians of interleaved runs after a warm-up. The
 PostgreSQL server is started like the tests' (tests/postgres_server.py).
 
     python bench/w4.py [--rows 10000000] [--per-checkpoint 1000000] [--runs 3]
-                       [--sinks files,delta,iceberg,postgres]
+                       [--sinks files,delta,iceberg,postgres,files-s3]
 """
 
 from __future__ import annotations
@@ -90,11 +94,28 @@ class Targets:
     def __init__(self, scratch: str) -> None:
         self.scratch = scratch
         self.server: Any = None
+        self.s3: Any = None
+        self.s3_stop: Any = None
+        self.s3_files = 10
+        """How many files the plain write to S3 writes: as many as flintlock's epochs do."""
 
     def fresh(self, name: str) -> str:
         return f"{self.scratch}/{name}-{uuid.uuid4().hex[:8]}"
 
+    def s3_uri(self, name: str) -> str:
+        """A fresh folder on the S3 server (started at the first call)."""
+        if self.s3 is None:
+            from s3_commit import moto_server
+
+            server = moto_server()
+            self.s3, self.s3_stop = server.__enter__(), server.__exit__
+        return str(self.s3.uri(f"w4-{name}-{uuid.uuid4().hex[:8]}"))
+
     def sink(self, system: str, visibility: str = "checkpoint") -> Any:
+        if system == "files-s3":
+            from flintlock.sinks.files import FileSink
+
+            return FileSink(self.s3_uri("files"))
         if system == "files":
             from flintlock.sinks.files import FileSink
 
@@ -116,6 +137,12 @@ class Targets:
         """What flintlock wrote through ``sink``, read by the system's own reader."""
         if system == "files":
             return pq.read_table(sink.path)
+        if system == "files-s3":
+            import pyarrow.dataset as ds
+            import pyarrow.fs as pafs
+
+            filesystem, path = pafs.FileSystem.from_uri(sink.path)
+            return ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
         if system == "delta":
             from delta_tables import read_delta
 
@@ -134,7 +161,15 @@ class Targets:
         return pa.table({"key": [r[0] for r in rows], "value": [r[1] for r in rows]})
 
     def plain_write(self, system: str, table: pa.Table) -> None:
-        if system == "delta":
+        if system == "files-s3":
+            import pyarrow.fs as pafs
+
+            filesystem, folder = pafs.FileSystem.from_uri(self.s3_uri("plain"))
+            size = -(-table.num_rows // self.s3_files)
+            for number in range(self.s3_files):
+                part = table.slice(number * size, size)
+                pq.write_table(part, f"{folder}/part-{number}.parquet", filesystem=filesystem)
+        elif system == "delta":
             import deltalake
 
             deltalake.write_deltalake(self.fresh("plain-delta"), table)
@@ -170,6 +205,8 @@ class Targets:
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
+        if self.s3_stop is not None:
+            self.s3_stop(None, None, None)
 
 
 def check(written: pa.Table, reference: pa.Table, label: str) -> None:
@@ -196,6 +233,7 @@ def main() -> None:
     targets = Targets(scratch)
     in_memory = output_frame(spark, args.rows).toArrow()
     output_rows = in_memory.num_rows
+    targets.s3_files = 2 * -(-output_rows // args.per_checkpoint)  # 2 subtasks per epoch
     systems = args.sinks.split(",")
     variants: dict[str, Callable[[], Any]] = {}
 

@@ -62,6 +62,8 @@ Sinks
   its output with (``TwoPhaseCommitSink.job_storage_options``).
 - ``list_folder`` / ``safe_name``: a folder's listing on any ``pyarrow.fs`` file system
   (empty if absent), a name made injective and file-name safe.
+- ``s3_client``: a boto3 S3 client with the endpoint and credentials of a pyarrow
+  ``S3FileSystem``, for what Arrow cannot do (the ``s3`` extra installs boto3).
 """
 
 from flintlock.core.api.functions import Row, overrides
@@ -110,6 +112,7 @@ from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState
 from flintlock.core.state.state_files import RestoredEntries
 from flintlock.core.state.table_backend import Chunk, TableKeyedStateBackend
+from flintlock.core.storage.conditional import s3_client
 from flintlock.core.storage.options import StorageOptions
 from flintlock.core.task_info import TaskInfo
 
@@ -172,6 +175,7 @@ __all__ = [
     "overrides",
     "python_keys",
     "rows_of",
+    "s3_client",
     "safe_name",
     "subtask_for_key_group",
 ]

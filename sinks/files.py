@@ -8,17 +8,19 @@ records each one's size and row count; the commit, on the driver once the checkp
 completed, checks every staged file against them and renames it to its final name —
 idempotently: a file already at its final name is done. ``mode`` says what a new run may
 do to a path that already holds data: ``error`` (the default) refuses, ``append`` adds,
-``overwrite`` replaces it when the run's first checkpoint commits.
+``overwrite`` replaces it when the run's first checkpoint commits; which jobs wrote in
+``path`` is recorded there (files_owners). On S3 no file is staged or renamed: each is a
+multipart upload under its final name, completed at commit (files_s3).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, final
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,9 +28,19 @@ import pyarrow.parquet as pq
 
 from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hookimpl
 from flintlock.plugin_api import OUTPUT_MODES, CommitContext, SinkWriterContext, list_folder
+from flintlock.sinks import files_s3
+from flintlock.sinks.files_owners import REGISTRY as REGISTRY
+from flintlock.sinks.files_owners import (
+    data_files,
+    exists,
+    other_pending_jobs,
+    register,
+    writers_of,
+)
+from flintlock.sinks.files_s3 import MultipartUpload, S3Files, UploadedParquetFile
 
-REGISTRY = "_flintlock"
-"""``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""
+if TYPE_CHECKING:
+    from flintlock.plugin_api import OutputCheckContext
 
 
 def _is_positive_int(value: object) -> bool:
@@ -40,6 +52,7 @@ class _FileNames(TypedDict):
     final: str
 
 
+@final
 class StagedParquetFile(_FileNames, total=False):
     """A FileSink committable: a staged file, its final name, and what verifies it (rows
     and bytes, absent in committables of checkpoints written before they were recorded)."""
@@ -53,12 +66,16 @@ class _Transaction:
     staging_dir: str
     stem: str
     final_stem: str
-    files: list[StagedParquetFile] = field(default_factory=list)
+    files: list[Any] = field(default_factory=list)
     writer: pq.ParquetWriter | None = None
     rows_in_file: int = 0
+    upload: MultipartUpload | None = None
 
 
-class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
+ParquetFileCommittable = StagedParquetFile | UploadedParquetFile
+
+
+class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
     """Writes Parquet files to ``path`` (a local path or any pyarrow file system URI).
 
     ``mode``: ``"error"`` (default) refuses a new run if ``path`` already holds data or
@@ -66,21 +83,30 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
     data files when the run commits. A start that completes a pending commit, or returns
     a finished run's result, is not a new run and writes nothing new. ``rows_per_file``
     caps each file's rows (a larger batch is split across files); None: one file per
-    checkpoint and subtask.
+    checkpoint and subtask. ``part_size``: on S3, the bytes of each part of a file's
+    multipart upload (5 MiB at least, S3's minimum).
     """
 
     name = "files"
 
-    def __init__(self, path: str, rows_per_file: int | None = None, mode: str = "error") -> None:
+    def __init__(
+        self,
+        path: str,
+        rows_per_file: int | None = None,
+        mode: str = "error",
+        part_size: int = files_s3.DEFAULT_PART_SIZE,
+    ) -> None:
         if rows_per_file is not None and not _is_positive_int(rows_per_file):
             raise SinkOutputError(
                 f"FileSink rows_per_file must be a positive int or None, got {rows_per_file!r}"
             )
         if mode not in OUTPUT_MODES:
             raise SinkOutputError(f"FileSink mode {mode!r} is not one of {', '.join(OUTPUT_MODES)}")
+        files_s3.check_part_size(part_size)
         self.path = path
         self.rows_per_file = rows_per_file
         self.mode = mode
+        self.part_size = part_size
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and base path of ``path``."""
@@ -128,52 +154,73 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
     def finish(self, transaction: _Transaction) -> None:
         self._close_file(transaction)  # the last rows reach the staging file now
 
-    def pre_commit(self, transaction: _Transaction) -> list[StagedParquetFile]:
+    def pre_commit(self, transaction: _Transaction) -> list[ParquetFileCommittable]:
         self._close_file(transaction)
         return list(transaction.files)
 
     def abort(self, transaction: _Transaction) -> None:
+        if transaction.upload is not None:  # dropped: its last part is never sent
+            transaction.files[-1].update(transaction.upload.drop())
+            transaction.writer = transaction.upload = None
         self._close_file(transaction)
         filesystem, _ = self.filesystem()
         for file in transaction.files:
-            _delete_if_exists(filesystem, file["staging"])
+            if "key" in file:
+                S3Files(filesystem, self.path).abort(file)
+            else:
+                _delete_if_exists(filesystem, file["staging"])
 
     def _open_file(self, transaction: _Transaction, schema: pa.Schema) -> None:
         filesystem, base = self.filesystem()
         number = len(transaction.files)
         staging = f"{transaction.staging_dir}/{transaction.stem}-{number}.parquet"
         final = f"{base}/{transaction.final_stem}-{number}.parquet"
-        filesystem.create_dir(transaction.staging_dir, recursive=True)
-        transaction.writer = pq.ParquetWriter(staging, schema, filesystem=filesystem)
-        transaction.files.append({"staging": staging, "final": final})
+        s3_files = S3Files.of(filesystem, self.path)
+        if s3_files is not None:  # written under its final name, visible once completed
+            transaction.upload = s3_files.start(staging, final, self.part_size)
+            transaction.writer = pq.ParquetWriter(transaction.upload, schema)
+            transaction.files.append(transaction.upload.committable())
+        else:
+            filesystem.create_dir(transaction.staging_dir, recursive=True)
+            transaction.writer = pq.ParquetWriter(staging, schema, filesystem=filesystem)
+            transaction.files.append({"staging": staging, "final": final})
         transaction.rows_in_file = 0
 
     def _close_file(self, transaction: _Transaction) -> None:
-        """Close the open staging file and record its size and rows for the committer."""
+        """Close the open file (on S3: upload its last part) and record its size and rows
+        for the committer."""
         if transaction.writer is not None:
             transaction.writer.close()
             transaction.writer = None
             file = transaction.files[-1]
-            filesystem, _ = self.filesystem()
             file["rows"] = transaction.rows_in_file
-            file["bytes"] = filesystem.get_file_info(file["staging"]).size
+            if transaction.upload is not None:
+                file.update(transaction.upload.close())
+                transaction.upload = None
+            else:
+                filesystem, _ = self.filesystem()
+                file["bytes"] = filesystem.get_file_info(file["staging"]).size
 
     # ---- committer side ----
+
+    def check_output(self, context: OutputCheckContext) -> None:
+        """On S3, boto3 must be installed (before Spark starts, not in a task)."""
+        S3Files.of(self.filesystem()[0], self.path)
 
     def prepare_output(self, context: CommitContext) -> None:
         """Refuse a new run the mode does not allow; claim the job's staging folder."""
         filesystem, base = self.filesystem()
         if self.mode == "error":
-            data = self._data_files(filesystem, base)
+            data = data_files(filesystem, base)
             if data:
                 raise SinkOutputError(
                     f"the output path {base} already holds data ({len(data)} files, e.g. "
-                    f"{data[0]}{self._writers_of(filesystem, base, data)}): job "
+                    f"{data[0]}{writers_of(filesystem, base, data)}): job "
                     f"'{context.job_name}' will not write there with mode='error'. Use "
                     f"FileSink(..., mode='append') to add to it, mode='overwrite' to "
                     f"replace it, or another path"
                 )
-            pending = self._other_pending_jobs(filesystem, base, context.job_id)
+            pending = other_pending_jobs(filesystem, base, context.job_id)
             if pending:
                 raise SinkOutputError(
                     f"the output path {base} has pending files of another job, {pending[0]}: "
@@ -185,22 +232,33 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
             context.storage.write_json_atomically(context.sink_notes("files"), notes)
         self._register(filesystem, base, context)
 
-    def commit(self, context: CommitContext, committables: list[StagedParquetFile]) -> None:
+    def commit(self, context: CommitContext, committables: list[ParquetFileCommittable]) -> None:
         filesystem, base = self.filesystem()
-        for file in committables:  # check everything before publishing anything
-            self.verify(filesystem, file, context)
+        with ThreadPoolExecutor(max_workers=8) as pool:  # check all before publishing any
+            list(pool.map(lambda file: self.verify(filesystem, file, context), committables))
         overwrite = self._overwrite_due(context)
         if overwrite is not None:  # again after a crash: the run's own files stay
             mine = f"part-{context.run_id}-"
-            for path in self._data_files(filesystem, base):
+            for path in data_files(filesystem, base):
                 if not os.path.basename(path).startswith(mine):
                     filesystem.delete_file(path)
         self._register(filesystem, base, context)
         for file in committables:
             self.commit_file(filesystem, file)
+        uploads = [file for file in committables if "upload_id" in file]
+        if uploads:  # all published: their markers go, in one request
+            S3Files(filesystem, self.path).drop_markers(uploads)
         if overwrite is not None:
             done = overwrite | {"done_at": context.checkpoint_id}
             context.storage.write_json_atomically(context.sink_notes("files"), done)
+
+    def _register(self, filesystem: pafs.FileSystem, base: str, context: CommitContext) -> None:
+        """Record the job's run in ``path``'s owners, once per driver (it only grows)."""
+        registered: set[tuple[str, ...]] = self.__dict__.setdefault("_registered", set())
+        run = (base, context.job_id, context.run_id)
+        if run not in registered:
+            register(filesystem, base, context)
+            registered.add(run)
 
     def _overwrite_due(self, context: CommitContext) -> dict[str, Any] | None:
         """The overwrite note if this commit replaces the path's data: the first commit
@@ -213,9 +271,11 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
         return notes if due else None
 
     def verify(
-        self, filesystem: pafs.FileSystem, file: StagedParquetFile, context: CommitContext
+        self, filesystem: pafs.FileSystem, file: ParquetFileCommittable, context: CommitContext
     ) -> None:
         """Check a committable's file (staged, or already published) is the one written."""
+        if "upload_id" in file:
+            return S3Files(filesystem, self.path).verify(file, _stuck(context))
         for path in (file["staging"], file["final"]):
             info = filesystem.get_file_info(path)
             if info.type != pafs.FileType.File:
@@ -242,20 +302,26 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
             f"{file['final']}: its rows are lost for good{_stuck(context)}"
         )
 
-    def commit_file(self, filesystem: pafs.FileSystem, file: StagedParquetFile) -> None:
-        """Rename one staging file to its final name; done already if only the final exists."""
-        if _exists(filesystem, file["staging"]):
+    def commit_file(self, filesystem: pafs.FileSystem, file: ParquetFileCommittable) -> None:
+        """Rename one staging file to its final name; done already if only the final exists.
+        On S3, complete its multipart upload; done already if the object is there."""
+        if "upload_id" in file:
+            S3Files(filesystem, self.path).complete(file)
+        elif exists(filesystem, file["staging"]):
             filesystem.move(file["staging"], file["final"])
-        elif not _exists(filesystem, file["final"]):
+        elif not exists(filesystem, file["final"]):
             raise FileNotFoundError(
                 f"neither the staging file {file['staging']} nor its final {file['final']} exists"
             )
 
-    def abort_uncommitted(self, context: CommitContext, keep: list[StagedParquetFile]) -> None:
+    def abort_uncommitted(self, context: CommitContext, keep: list[ParquetFileCommittable]) -> None:
         """Delete this job's staging files that no completed checkpoint references (and
-        its staging folder once empty)."""
+        its staging folder once empty); on S3, abort their multipart uploads."""
         filesystem, base = self.filesystem()
         staging_dir = self._staging_dir(base, context.job_id)
+        s3_files = S3Files.of(filesystem, self.path)
+        if s3_files is not None:
+            return s3_files.abort_unreferenced(staging_dir, keep)
         kept = {file["staging"] for file in keep}
         left = False
         for info in list_folder(filesystem, staging_dir):
@@ -275,68 +341,6 @@ class FileSink(TwoPhaseCommitSink[_Transaction, StagedParquetFile]):
             if info.type == pafs.FileType.File and re.search(r"/part-[^/]*\.parquet$", info.path)
         )
 
-    # ---- who wrote what ----
-
-    def _data_files(self, filesystem: pafs.FileSystem, base: str) -> list[str]:
-        """Files a reader of ``path`` sees (none under a ``_`` or ``.`` name), sorted."""
-        return sorted(
-            info.path
-            for info in list_folder(filesystem, base, recursive=True)
-            if info.type == pafs.FileType.File
-            and not any(part[:1] in "_." for part in info.path[len(base) + 1 :].split("/"))
-        )
-
-    def _register(self, filesystem: pafs.FileSystem, base: str, context: CommitContext) -> None:
-        """Record that this job's run writes here (names the owner in later errors)."""
-        path = self._registry_file(base, context.job_id)
-        document = _owner(context) | {"run_ids": [context.run_id]}
-        if _exists(filesystem, path):
-            runs = _read_json(filesystem, path).get("run_ids", [])
-            if context.run_id in runs:
-                return
-            document["run_ids"] = sorted(set(runs) | {context.run_id})
-        _write_json(filesystem, path, document)
-
-    def _registry_file(self, base: str, job_id: str) -> str:
-        return f"{base}/{REGISTRY}/{job_id or 'local'}.json"
-
-    def _writers_of(self, filesystem: pafs.FileSystem, base: str, data: list[str]) -> str:
-        owners = []
-        for info in list_folder(filesystem, f"{base}/{REGISTRY}"):
-            document = _read_json(filesystem, info.path)
-            if any(f"/part-{run}-" in path for run in document.get("run_ids", []) for path in data):
-                owners.append(_describe(document))
-        return f", written by {' and '.join(sorted(owners))}" if owners else ""
-
-    def _other_pending_jobs(self, filesystem: pafs.FileSystem, base: str, job_id: str) -> list[str]:
-        """Other jobs whose staging folder in ``path`` holds files (a commit may follow)."""
-        pending = []
-        for info in list_folder(filesystem, base):
-            if info.type != pafs.FileType.Directory or not info.base_name.startswith("_staging-"):
-                continue
-            other = info.base_name.removeprefix("_staging-")
-            if other == (job_id or "local") or not list_folder(filesystem, info.path):
-                continue
-            registry = self._registry_file(base, other)
-            pending.append(
-                _describe(_read_json(filesystem, registry))
-                if _exists(filesystem, registry)
-                else f"an unknown job (staging folder {info.path})"
-            )
-        return sorted(pending)
-
-
-def _owner(context: CommitContext) -> dict[str, Any]:
-    return {
-        "job_name": context.job_name,
-        "job_id": context.job_id,
-        "checkpoint_dir": context.storage.base_path,
-    }
-
-
-def _describe(owner: dict[str, Any]) -> str:
-    return f"job {owner.get('job_name')!r} (checkpoint dir {owner.get('checkpoint_dir')})"
-
 
 def _stuck(context: CommitContext) -> str:
     """What the user can do when a checkpoint's data cannot be committed whole."""
@@ -349,34 +353,9 @@ def _stuck(context: CommitContext) -> str:
     )
 
 
-def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
-    return bool(filesystem.get_file_info(path).type == pafs.FileType.File)
-
-
 def _delete_if_exists(filesystem: pafs.FileSystem, path: str) -> None:
-    if _exists(filesystem, path):
+    if exists(filesystem, path):
         filesystem.delete_file(path)
-
-
-def _write_json(filesystem: pafs.FileSystem, path: str, document: dict[str, Any]) -> None:
-    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    temporary = f"{path}.inprogress"
-    with filesystem.open_output_stream(temporary) as sink:
-        sink.write(json.dumps(document, sort_keys=True).encode())
-    filesystem.move(temporary, path)
-
-
-def _read_json(filesystem: pafs.FileSystem, path: str) -> dict[str, Any]:
-    try:
-        with filesystem.open_input_stream(path) as source:
-            document = json.loads(source.read())
-    except (OSError, ValueError) as error:
-        raise SinkOutputError(
-            f"the file sink's bookkeeping file {path} is damaged: {error}"
-        ) from error
-    if not isinstance(document, dict):
-        raise SinkOutputError(f"the file sink's bookkeeping file {path} is damaged")
-    return document
 
 
 @hookimpl

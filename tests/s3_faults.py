@@ -1,15 +1,18 @@
 """A fault-injecting HTTP proxy in front of the test S3 server: it forwards every request
 to moto and answers chosen ones (the next N GetObject or list requests) with an S3 error
 of its own, as a real object store's passing or lasting fault would (no mock of pyarrow:
-pyarrow's S3 client talks HTTP to it on loopback)."""
+pyarrow's S3 client talks HTTP to it on loopback). It counts every request by its S3
+operation (``counts``), so a test can say which requests a step made."""
 
 from __future__ import annotations
 
 import http.client
 import threading
+import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 Operation = Literal["GetObject", "HeadObject", "ListObjects"]
 
@@ -20,10 +23,31 @@ ERRORS = {
 HOP_BY_HOP = {"connection", "transfer-encoding", "content-length", "server", "date"}
 
 
-def operation_of(method: str, target: str) -> str:
-    """The S3 operation of a request: a GET or HEAD of a key (GetObject, HeadObject), or
-    a GET of a bucket (ListObjects); else the method."""
-    of_key = "/" in urlsplit(target).path.strip("/")
+MULTIPART = {
+    ("POST", "uploads"): "CreateMultipartUpload",
+    ("POST", "uploadId"): "CompleteMultipartUpload",
+    ("PUT", "uploadId"): "UploadPart",
+    ("DELETE", "uploadId"): "AbortMultipartUpload",
+    ("GET", "uploadId"): "ListParts",
+    ("GET", "uploads"): "ListMultipartUploads",
+    ("POST", "delete"): "DeleteObjects",
+}
+"""(method, query parameter) -> the operation of a request that has that parameter."""
+
+
+def operation_of(method: str, target: str, copy_source: bool = False) -> str:
+    """The S3 operation of a request: a GET or HEAD of a key (GetObject, HeadObject), a
+    GET of a bucket (ListObjects), a multipart request, a PUT (PutObject, or CopyObject
+    with an ``x-amz-copy-source`` header), a DELETE (DeleteObject); else the method."""
+    parts = urlsplit(target)
+    of_key = "/" in parts.path.strip("/")
+    for parameter in parse_qs(parts.query, keep_blank_values=True):
+        if (method, parameter) in MULTIPART:
+            return "UploadPartCopy" if copy_source else MULTIPART[method, parameter]
+    if method == "PUT" and of_key:
+        return "CopyObject" if copy_source else "PutObject"
+    if method == "DELETE" and of_key:
+        return "DeleteObject"
     if method == "HEAD" and of_key:
         return "HeadObject"
     if method != "GET":
@@ -41,6 +65,12 @@ class FaultInjectingProxy:
         self.pending: dict[str, tuple[int, int]] = {}
         self.injected: dict[str, int] = {}
         """Operation -> how many requests were answered with an error."""
+        self.counts: Counter[str] = Counter()
+        """Operation -> how many requests of it arrived (forwarded or answered)."""
+        self.requests: list[tuple[str, str]] = []
+        """(operation, path) of every request, in order of arrival."""
+        self.upstream_seconds: Counter[str] = Counter()
+        """Operation -> seconds its forwarded requests took at the server, all told."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,11 +81,19 @@ class FaultInjectingProxy:
 
             def handle_one(self) -> None:
                 body = self._body()
-                status = proxy.take_fault(operation_of(self.command, self.path))
+                copy = "x-amz-copy-source" in {name.lower() for name in self.headers}
+                operation = operation_of(self.command, self.path, copy)
+                with proxy.lock:
+                    proxy.counts[operation] += 1
+                    proxy.requests.append((operation, urlsplit(self.path).path))
+                status = proxy.take_fault(operation)
                 if status is not None:
                     self._answer_error(status)
                 else:
+                    started = time.perf_counter()
                     self._forward(body)
+                    with proxy.lock:
+                        proxy.upstream_seconds[operation] += time.perf_counter() - started
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 

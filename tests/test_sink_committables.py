@@ -1,6 +1,7 @@
 """Every built-in 2PC sink says its transaction and committable types
 (``TwoPhaseCommitSink[TxnT, CommT]``), and what its writer pre-commits is that committable:
-JSON (a TypedDict's keys, values of their types), recorded in checkpoint metadata as it is."""
+JSON (a TypedDict's keys, values of their types, or one of a union of TypedDicts'),
+recorded in checkpoint metadata as it is."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from s3_server import S3Server
 
 from flintlock import TwoPhaseCommitSink
 from flintlock.plugin_api import CheckpointStorage, CommitContext, SinkWriterContext, TaskInfo
@@ -18,19 +20,39 @@ from flintlock.sinks.collect import CollectSink, StagedArrowFile
 from flintlock.sinks.delta import DeltaSink
 from flintlock.sinks.delta_files import DeltaDataFile
 from flintlock.sinks.files import FileSink, StagedParquetFile
+from flintlock.sinks.files_s3 import UploadedParquetFile
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_stats import IcebergDataFile
 from flintlock.sinks.postgres import PostgresSink
 from flintlock.sinks.postgres_sql import StagedTransaction
 
 SINKS: dict[type, type] = {
-    FileSink: StagedParquetFile,
+    FileSink: StagedParquetFile | UploadedParquetFile,  # staged, or on S3 uploaded
     CollectSink: StagedArrowFile,
     DeltaSink: DeltaDataFile,
     IcebergSink: IcebergDataFile,
     PostgresSink: StagedTransaction,
 }
 """Each built-in 2PC sink and its committable type."""
+
+
+def kinds(committable: Any) -> tuple[Any, ...]:
+    """The TypedDicts a committable type is: itself, or the members of its union."""
+    return typing.get_args(committable) or (committable,)
+
+
+def is_one_of(item: dict[str, Any], committable: Any) -> bool:
+    """``item`` has the keys (and value types) of one of the committable's TypedDicts."""
+    for kind in kinds(committable):
+        hints = typing.get_type_hints(kind)
+        required, optional = kind.__required_keys__, kind.__optional_keys__
+        if required <= item.keys() <= required | optional and all(
+            isinstance(value, typing.get_origin(hints[key]) or hints[key])
+            for key, value in item.items()
+        ):
+            return True
+    return False
+
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -46,7 +68,8 @@ def declared(sink: type) -> tuple[Any, ...]:
 @pytest.mark.parametrize("sink", list(SINKS), ids=lambda s: s.__name__)
 def test_a_built_in_sink_names_its_transaction_and_committable_types(sink: type) -> None:
     transaction, committable = declared(sink)
-    assert committable is SINKS[sink] and typing.is_typeddict(committable)
+    assert committable == SINKS[sink]
+    assert all(typing.is_typeddict(kind) for kind in kinds(committable))
     assert typing.get_type_hints(sink.begin_transaction)["return"] is transaction
     assert typing.get_type_hints(sink.pre_commit)["return"] == list[committable]
     assert typing.get_type_hints(sink.commit)["committables"] == list[committable]
@@ -80,13 +103,15 @@ def makers(tmp_path: Path) -> dict[type, TwoPhaseCommitSink[Any, Any]]:
 
 @pytest.mark.parametrize("kind", [FileSink, CollectSink, DeltaSink, IcebergSink])
 def test_what_a_sink_pre_commits_is_its_committable_type(kind: type, tmp_path: Path) -> None:
-    committable = SINKS[kind]
-    hints = typing.get_type_hints(committable)
-    required, optional = committable.__required_keys__, committable.__optional_keys__
     for item in pre_committed(makers(tmp_path)[kind], tmp_path):
-        assert required <= item.keys() <= required | optional
-        for key, value in item.items():
-            assert isinstance(value, typing.get_origin(hints[key]) or hints[key]), key
+        assert is_one_of(item, SINKS[kind]), item
+
+
+def test_what_a_file_sink_on_s3_pre_commits_is_an_uploaded_parquet_file(
+    s3: S3Server, s3_folder: str, tmp_path: Path
+) -> None:
+    [item] = pre_committed(FileSink(s3.uri(f"{s3_folder}/files")), tmp_path)
+    assert is_one_of(item, UploadedParquetFile) and item["rows"] == 3
 
 
 @pytest.mark.parametrize("visibility", ["checkpoint", "subtask"])

@@ -20,9 +20,12 @@ import fcntl
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
 
 from flintlock.core.errors import CheckpointError
 
@@ -93,7 +96,7 @@ def _replace_on_s3(
     may_replace: Callable[[bytes | None], bool],
 ) -> bool:
     client_error = _client_error(path)
-    client = _s3_client(filesystem)
+    client = s3_client(filesystem)
     bucket, _, key = path.partition("/")
     for _ in range(SWAP_TRIES):
         try:
@@ -164,7 +167,7 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
     client_error = _client_error(path)
     bucket, _, key = path.partition("/")
     try:
-        _s3_client(filesystem).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        s3_client(filesystem).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except client_error as error:
         if _status(error) in (409, 412):  # PreconditionFailed; ConditionalRequestConflict
             return False
@@ -172,14 +175,17 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
     return True
 
 
-_clients: dict[tuple[Any, ...], Any] = {}
+_clients: dict[tuple[Any, ...], BaseClient] = {}
 S3_ATTEMPTS = 5
 """Tries of one S3 request on a passing fault (HTTP 500/503, throttling, a dropped
 connection), with the SDK's standard exponential backoff and jitter between them."""
 
 
-def _s3_client(filesystem: pafs.S3FileSystem) -> Any:
-    """A boto3 client that reaches the same endpoint with the same credentials as Arrow."""
+def s3_client(filesystem: pafs.S3FileSystem) -> BaseClient:
+    """A boto3 client that reaches the same endpoint with the same credentials as Arrow.
+
+    For what Arrow's S3 file system cannot do (conditional writes, multipart uploads
+    completed later); one client per endpoint and credentials in a process. Needs boto3."""
     settings = filesystem.__reduce__()[1][0]
     endpoint = settings.get("endpoint_override") or None
     if endpoint and "://" not in endpoint:

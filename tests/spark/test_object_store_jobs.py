@@ -1,19 +1,29 @@
 """Unbounded jobs whose checkpoint folder is on an object store (issue 32): a real S3
 server (moto's, on loopback) holds every file of the job folder; epochs restore, a
-restart resumes, the CLI reads the job by its URI, and a savepoint's URI restores a job."""
+restart resumes, the CLI reads the job by its URI, and a savepoint's URI restores a job.
+And a FileSink on S3 (issue 34), whose files are multipart uploads completed at commit:
+a commit that fails halfway is completed by the next start, every row exactly once."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import boto3
+import pyarrow.dataset as ds
 import pytest
 import unbounded_jobs
 from pyspark import cloudpickle
 from s3_server import BUCKET, S3Server
-from unbounded_jobs import KEYS, RunningSumUntilTheEnd, committed_rows, wait_for_epochs
+from unbounded_jobs import (
+    KEYS,
+    CommitFailsOnceAt,
+    RunningSumUntilTheEnd,
+    committed_rows,
+    wait_for_epochs,
+)
 
-from flintlock import WatermarkStrategy
+from flintlock import CommitError, WatermarkStrategy
 from flintlock.cli import main
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.sinks.files import FileSink
@@ -25,17 +35,22 @@ PER_EPOCH = 300
 
 
 def s3_job(
-    spark: Any, checkpoint_dir: str, out: Path, options: dict[str, str] | None = None
+    spark: Any,
+    checkpoint_dir: str,
+    out: Path,
+    options: dict[str, str] | None = None,
+    sink: FileSink | None = None,
 ) -> StreamExecutionEnvironment:
-    """An endless sequence summed per ``id % KEYS`` into files; checkpoints at the URI,
-    opened with ``options`` (the environment's storage_options) if given."""
+    """An endless sequence summed per ``id % KEYS`` into files (``out``, or ``sink``);
+    checkpoints at the URI, opened with ``options`` (the environment's storage_options)
+    if given."""
     env = StreamExecutionEnvironment(
         parallelism=2, spark=spark, checkpoint_dir=checkpoint_dir, storage_options=options
     )
     strategy = WatermarkStrategy.for_monotonous_timestamps("event_time")
     stream = env.from_sequence(rows_per_epoch=PER_EPOCH, watermark_strategy=strategy)
     keyed = stream.key_by(lambda row: row["id"] % KEYS).process(RunningSumUntilTheEnd())
-    keyed.sink_to(FileSink(str(out)), name="files")
+    keyed.sink_to(sink or FileSink(str(out)), name="files")
     return env
 
 
@@ -111,3 +126,53 @@ def test_a_savepoint_at_an_s3_uri_restores_a_new_job(
     start, count = PER_EPOCH * stopped.epochs, PER_EPOCH * (stopped.epochs + resumed.epochs)
     assert ids == list(range(start, count))  # the source went on where the savepoint was
     assert totals == reference(count)  # and so did every key's sum
+
+
+def test_an_unbounded_job_into_s3_files_completes_a_failed_commit_at_restart(
+    spark: Any, s3: S3Server, s3_folder: str, tmp_path: Path
+) -> None:
+    """Checkpoint 2's commit completes one of its two uploads and fails; the restart
+    completes the other (the first is found completed, its ETag checked), aborts what a
+    killed attempt left in the job's staging folder, and goes on: every row once."""
+    out = s3.uri(f"{s3_folder}/out")
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://{s3.endpoint}",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+    def pending() -> list[str]:
+        listed = client.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{s3_folder}/")
+        return sorted(upload["Key"] for upload in listed.get("Uploads", []))
+
+    sink = CommitFailsOnceAt(out, str(tmp_path / "failed-once"), checkpoint_id=2)
+    failing = s3_job(spark, str(tmp_path / "chk"), tmp_path, sink=sink).execute_async("s3-files")
+    with pytest.raises(CommitError, match="failed to commit checkpoint 2"):
+        failing.result()
+    failed_run = failing.status()["run_id"]
+    assert len(pending()) == 1  # checkpoint 2's other file, not published yet
+    markers = [  # checkpoint 2's two markers: they go once its whole commit is done
+        key
+        for key in (i["Key"] for i in client.list_objects_v2(Bucket=BUCKET)["Contents"])
+        if key.startswith(f"{s3_folder}/out/_staging-")
+    ]
+    assert len(markers) == 2
+    dead = f"{s3_folder}/out/part-deadrun-chk2-1-0.parquet"  # a killed attempt's upload
+    client.create_multipart_upload(Bucket=BUCKET, Key=dead)
+    dead_marker = f"{markers[0].rsplit('/', 1)[0]}/deadrun-chk2-1-7-0.parquet"
+    client.put_object(Bucket=BUCKET, Key=dead_marker, Body=f'{{"key": "{dead}"}}'.encode())
+
+    again = s3_job(spark, str(tmp_path / "chk"), tmp_path, sink=FileSink(out))
+    restarted = again.execute_async("s3-files")
+    wait_for_epochs(restarted, 2, after_run=failed_run)
+    restarted.stop()
+    resumed = restarted.result()
+    assert resumed.status == "STOPPED"
+    table = ds.dataset(f"{BUCKET}/{s3_folder}/out", filesystem=s3.filesystem()).to_table()
+    ids = sorted(i for i in table.column("id").to_pylist() if i >= 0)
+    assert ids == list(range(PER_EPOCH * (2 + resumed.epochs)))  # each row exactly once
+    assert pending() == []  # the dead attempt's upload aborted, every other one completed
+    keys = [i["Key"] for i in client.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert [key for key in keys if key.startswith(f"{s3_folder}/out/_staging-")] == []

@@ -109,6 +109,28 @@ class SavepointCommitFailsOnce(FileSink):
             raise OSError("injected: the disk went away after one file")
 
 
+class CommitFailsOnceAt(FileSink):
+    """A FileSink whose commit of checkpoint ``checkpoint_id`` publishes one file, then
+    fails, once (a marker file on the driver remembers it failed)."""
+
+    def __init__(self, path: str, marker: str, checkpoint_id: int) -> None:
+        super().__init__(path)
+        self.marker = marker
+        self.checkpoint_id = checkpoint_id
+        self.failing = False
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        self.failing = context.checkpoint_id == self.checkpoint_id
+        super().commit(context, committables)
+
+    def commit_file(self, filesystem: Any, file: dict[str, Any]) -> None:
+        super().commit_file(filesystem, file)
+        if self.failing and not os.path.exists(self.marker):
+            with open(self.marker, "w") as marker:
+                marker.write("failed once")
+            raise OSError("injected: the store went away after one file")
+
+
 def build(
     spark: Any,
     base: str,
