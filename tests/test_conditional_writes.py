@@ -119,15 +119,15 @@ def test_a_passing_s3_fault_of_a_conditional_write_is_retried_a_lasting_one_name
     with FaultInjectingProxy(s3.endpoint) as proxy:
         storage = CheckpointStorage.from_uri(s3.uri(s3_folder, endpoint=proxy.endpoint))
         path = f"{storage.base_path}/_lease/generation-1.json"
-        proxy.fail("PUT", 2)  # two InternalErrors, then the store answers
+        proxy.fail("PutObject", 2)  # two InternalErrors, then the store answers
         assert storage.create_json_once(path, {"generation": 1})
-        assert proxy.injected["PUT"] == 2
+        assert proxy.injected["PutObject"] == 2
         assert not storage.create_json_once(path, {"generation": 1})  # created once
-        proxy.fail("PUT", 2)
+        proxy.fail("PutObject", 2)
         assert storage.replace_json_if(
             f"{storage.base_path}/_result.json", {"g": 1}, lambda _: True
         )
-        assert proxy.injected["PUT"] == 2
-        proxy.fail("PUT", 100, status=403)  # a lasting refusal: the file is named
+        assert proxy.injected["PutObject"] == 2
+        proxy.fail("PutObject", 100, status=403)  # a lasting refusal: the file is named
         with pytest.raises(CheckpointError, match=f"s3://flintlock-tests/{s3_folder}/x.json"):
             storage.create_json_once(f"{storage.base_path}/x.json", {})
