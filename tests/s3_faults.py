@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy in front of the test S3 server: it forwards every request
-to moto and answers chosen ones (the next N GetObject or list requests) with an S3 error
-of its own, as a real object store's passing or lasting fault would (no mock of pyarrow:
-pyarrow's S3 client talks HTTP to it on loopback)."""
+to moto and answers chosen ones (the next N requests of an S3 operation, reads or
+writes, optionally only those of keys containing some text) with an S3 error of its own,
+as a real object store's passing or lasting fault would (no mock of pyarrow or boto3:
+their S3 clients talk HTTP to it on loopback)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 from urllib.parse import urlsplit
 
-Operation = Literal["GetObject", "HeadObject", "ListObjects"]
+Operation = Literal[
+    "GetObject",
+    "HeadObject",
+    "ListObjects",
+    "PutObject",
+    "CopyObject",
+    "UploadPart",
+    "DeleteObject",
+    "CreateMultipartUpload",
+    "CompleteMultipartUpload",
+    "DeleteObjects",
+]
 
 ERRORS = {
     500: ("InternalError", "We encountered an internal error. Please try again."),
@@ -20,25 +32,41 @@ ERRORS = {
 HOP_BY_HOP = {"connection", "transfer-encoding", "content-length", "server", "date"}
 
 
-def operation_of(method: str, target: str) -> str:
-    """The S3 operation of a request: a GET or HEAD of a key (GetObject, HeadObject), or
-    a GET of a bucket (ListObjects); else the method."""
-    of_key = "/" in urlsplit(target).path.strip("/")
+def operation_of(method: str, target: str, copy: bool = False) -> str:
+    """The S3 operation of a request (``copy``: it has an ``x-amz-copy-source`` header):
+    reads of a key or a bucket, a key's writes (a PUT is PutObject, CopyObject or
+    UploadPart; DELETE; the POSTs of a multipart upload) and DeleteObjects; else the
+    method."""
+    parts = urlsplit(target)
+    of_key = "/" in parts.path.strip("/")
+    query = parts.query
     if method == "HEAD" and of_key:
         return "HeadObject"
-    if method != "GET":
-        return method
-    return "GetObject" if of_key else "ListObjects"
+    if method == "GET":
+        return "GetObject" if of_key else "ListObjects"
+    if method == "PUT" and of_key:
+        return "UploadPart" if "uploadId=" in query else "CopyObject" if copy else "PutObject"
+    if method == "DELETE" and of_key:
+        return "DeleteObject"
+    if method == "POST":
+        if "uploads" in query.split("&"):
+            return "CreateMultipartUpload"
+        if "uploadId=" in query:
+            return "CompleteMultipartUpload"
+        if "delete" in query.split("&"):
+            return "DeleteObjects"
+    return method
 
 
 class FaultInjectingProxy:
     """Forwards to ``upstream`` (host:port); the next ``count`` requests of ``operation``
-    get HTTP ``status`` with the S3 error body for it instead."""
+    (of keys containing ``where``) get HTTP ``status`` with the S3 error body instead."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.lock = threading.Lock()
-        self.pending: dict[str, tuple[int, int]] = {}
+        self.pending: dict[tuple[str, str], tuple[int, int]] = {}
+        """(operation, text in the key) -> (requests still to fail, status)."""
         self.injected: dict[str, int] = {}
         """Operation -> how many requests were answered with an error."""
         proxy = self
@@ -51,7 +79,8 @@ class FaultInjectingProxy:
 
             def handle_one(self) -> None:
                 body = self._body()
-                status = proxy.take_fault(operation_of(self.command, self.path))
+                copy = "x-amz-copy-source" in self.headers
+                status = proxy.take_fault(operation_of(self.command, self.path, copy), self.path)
                 if status is not None:
                     self._answer_error(status)
                 else:
@@ -119,21 +148,22 @@ class FaultInjectingProxy:
         host, port = self.server.server_address[:2]
         return f"{host}:{port}"
 
-    def fail(self, operation: Operation, count: int, status: int = 500) -> None:
-        """Answer the next ``count`` requests of ``operation`` with HTTP ``status``."""
+    def fail(self, operation: Operation, count: int, status: int = 500, where: str = "") -> None:
+        """Answer the next ``count`` requests of ``operation`` whose target (bucket, key
+        and query, URL-encoded) contains ``where`` with HTTP ``status``."""
         with self.lock:
-            self.pending[operation] = (count, status)
+            self.pending[(operation, where)] = (count, status)
             self.injected[operation] = 0
 
-    def take_fault(self, operation: str) -> int | None:
+    def take_fault(self, operation: str, target: str = "") -> int | None:
         """The status to answer this request with, or None to forward it."""
         with self.lock:
-            count, status = self.pending.get(operation, (0, 0))
-            if count <= 0:
-                return None
-            self.pending[operation] = (count - 1, status)
-            self.injected[operation] = self.injected.get(operation, 0) + 1
-            return status
+            for (failing, where), (count, status) in self.pending.items():
+                if failing == operation and where in target and count > 0:
+                    self.pending[(failing, where)] = (count - 1, status)
+                    self.injected[operation] = self.injected.get(operation, 0) + 1
+                    return status
+            return None
 
     def __enter__(self) -> FaultInjectingProxy:
         self.thread.start()

@@ -74,8 +74,16 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status in (409, 412):  # PreconditionFailed; ConditionalRequestConflict
             return False
+        if status in _PASSING or error.response.get("Error", {}).get("Code") == "SlowDown":
+            # boto3 tried it a few times already; the caller's ``retrying`` tries again
+            raise OSError(f"HTTP status {status} from S3: {error}") from error
         raise CheckpointError(f"s3://{path} cannot be created: {error}") from error
     return True
+
+
+_PASSING = (500, 502, 503, 504)
+"""HTTP statuses of a store's passing fault: an OSError worded so that ``retrying``
+tries the create again (another answer than 412 is never taken as "created")."""
 
 
 _clients: dict[tuple[Any, ...], Any] = {}
