@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,11 +25,13 @@ import s3_jobs
 import unbounded_jobs
 from botocore.exceptions import ClientError
 from pyspark import cloudpickle
+from s3_faults import FaultInjectingProxy, Operation
 from s3_jobs import END, PER_EPOCH, S3Places, build, file_rows, left_behind, rows_of
 from s3_server import BUCKET, S3Server
 from unbounded_jobs import KEYS
 
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import FlintlockError
 from flintlock.core.job.lease import read_holder
 
 pytestmark = pytest.mark.slow
@@ -195,3 +198,52 @@ def test_a_driver_paused_past_its_lease_on_s3_publishes_nothing(
     record = storage.read_json(f"{job}/_result.json")
     assert (record["status"], record["run_id"]) == ("FINISHED", result.run_id)
     assert left_behind(places, tables=False)["files"] == []
+
+
+TRANSIENT_FAULTS: list[tuple[Operation, str, int]] = [
+    ("PutObject", "/_commits/", 3),  # commit records (create-once, boto3)
+    ("PutObject", "/checkpoints/", 3),  # checkpoint metadata (create-once, boto3)
+    ("PutObject", "keyed_process", 5),  # the tasks' state snapshots (pyarrow, on workers)
+    ("PutObject", "_staging-", 5),  # the FileSink's staged files (pyarrow, on workers)
+    ("CopyObject", "/files/", 5),  # the FileSink's commit: a copy ...
+    ("DeleteObject", "_staging-", 5),  # ... and a delete of the staged file
+]
+"""(operation, text in its key, how many requests in a row fail with HTTP 500)."""
+
+
+def test_passing_s3_errors_in_checkpoints_commit_records_and_sink_commits_lose_nothing(
+    spark: Any, s3: S3Server, s3_folder: str, tmp_path: Path
+) -> None:
+    """Every kind of write of a job fails a few times in a row with HTTP 500 (the
+    store's InternalError): each is tried again, the job finishes, every row once."""
+    with FaultInjectingProxy(s3.endpoint) as proxy:
+        places = places_for(s3, s3_folder, tmp_path, endpoint=proxy.endpoint)
+        for operation, where, count in TRANSIENT_FAULTS:
+            proxy.fail(operation, count, where=where)
+        result = build(spark, places, end=900, delta=None).execute("s3")
+        left = {key: count for key, (count, _) in proxy.pending.items() if count}
+    assert result.status == "FINISHED"
+    assert left == {}  # every planned fault was met: the store really failed so
+    places = places_for(s3, s3_folder, tmp_path)  # read back past the proxy
+    check_every_row_once(file_rows(places), 900, "files")
+    assert left_behind(places, tables=False)["files"] == []
+
+
+def test_a_lasting_s3_refusal_ends_the_job_with_a_flintlock_error_naming_the_file(
+    spark: Any, s3: S3Server, s3_folder: str, tmp_path: Path
+) -> None:
+    """The store refuses (HTTP 403, AccessDenied) every write of the tasks' state
+    snapshots: the job ends with a FlintlockError naming the file, not a Java stack."""
+    with FaultInjectingProxy(s3.endpoint) as proxy:
+        places = places_for(s3, s3_folder, tmp_path, endpoint=proxy.endpoint)
+        proxy.fail("PutObject", 10**6, status=403, where="keyed_process")
+        with pytest.raises(FlintlockError) as failure:
+            build(spark, places, end=900, delta=None).execute("s3")
+    message = str(failure.value)
+    assert "operator 'keyed_process' failed in snapshot_state" in message
+    named = re.search(r"caused by: StorageError: cannot write (\S+): ", message)
+    assert named is not None, message  # the file, not the file system's bare OSError
+    assert named.group(1).startswith(f"{BUCKET}/{s3_folder}/chk/s3/")
+    assert named.group(1).endswith("/keyed_process/keyed-total.arrow")
+    assert "ACCESS_DENIED" in message
+    assert "py4j" not in message.lower() and "at org.apache" not in message
