@@ -207,6 +207,8 @@ TRANSIENT_FAULTS: list[tuple[Operation, str, int]] = [
     ("PutObject", "_staging-", 5),  # the FileSink's staged files (pyarrow, on workers)
     ("CopyObject", "/files/", 5),  # the FileSink's commit: a copy ...
     ("DeleteObject", "_staging-", 5),  # ... and a delete of the staged file
+    ("PutObject", "/delta/_delta_log/", 3),  # a Delta commit (delta-rs)
+    ("UploadPart", "/sums/metadata/snap-", 3),  # an Iceberg commit's manifest list
 ]
 """(operation, text in its key, how many requests in a row fail with HTTP 500)."""
 
@@ -215,18 +217,20 @@ def test_passing_s3_errors_in_checkpoints_commit_records_and_sink_commits_lose_n
     spark: Any, s3: S3Server, s3_folder: str, tmp_path: Path
 ) -> None:
     """Every kind of write of a job fails a few times in a row with HTTP 500 (the
-    store's InternalError): each is tried again, the job finishes, every row once."""
+    store's InternalError): each is tried again, the job finishes, every row once in
+    the FileSink's folder, the Delta table and the Iceberg table."""
     with FaultInjectingProxy(s3.endpoint) as proxy:
         places = places_for(s3, s3_folder, tmp_path, endpoint=proxy.endpoint)
         for operation, where, count in TRANSIENT_FAULTS:
             proxy.fail(operation, count, where=where)
-        result = build(spark, places, end=900, delta=None).execute("s3")
+        result = build(spark, places, end=900).execute("s3")
         left = {key: count for key, (count, _) in proxy.pending.items() if count}
     assert result.status == "FINISHED"
     assert left == {}  # every planned fault was met: the store really failed so
     places = places_for(s3, s3_folder, tmp_path)  # read back past the proxy
-    check_every_row_once(file_rows(places), 900, "files")
-    assert left_behind(places, tables=False)["files"] == []
+    for name, found in rows_of(places).items():
+        check_every_row_once(found, 900, name)
+    assert left_behind(places) == {"files": [], "delta": [], "iceberg": []}
 
 
 def test_a_lasting_s3_refusal_ends_the_job_with_a_flintlock_error_naming_the_file(
