@@ -4,11 +4,11 @@ Iceberg table (SQL catalog on local SQLite, warehouse on S3) — each read back 
 library. Used in-process by test_s3_pipelines.py and as a driver process of its own:
 
 ``python s3_jobs.py MODE SETTINGS``: SETTINGS is the JSON of ``S3Places``; MODE is
-``killed`` (SIGKILLed once 2 epochs committed), ``mid-commit`` (SIGKILLed in the Iceberg
-commit of checkpoint 4, after the Delta and FileSink ones), ``together`` (waits for ``<local>/go``)
-or ``paused`` (stops itself after its lease check for checkpoint 3, until SIGCONT); these
-two write the FileSink only.
-A refused start prints its flintlock error as the RESULT.
+``killed`` (SIGKILLed once 2 epochs committed), ``mid-commit`` (SIGKILLed in the
+Iceberg commit of checkpoint 4, after the Delta and FileSink ones), ``together`` (waits
+for ``<local>/go``) or ``paused`` (stops itself after its lease check for checkpoint 3,
+until SIGCONT); these two write the FileSink only, and a refused start prints its
+flintlock error as the RESULT.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import unbounded_jobs
 from unbounded_jobs import KEYS, RunningSumUntilTheEnd
 
@@ -122,6 +123,8 @@ class IcebergCommitDies(IcebergSink):
 
 
 def killed_after(epochs: int) -> Any:
+    """A progress callback that SIGKILLs the driver once ``epochs`` epochs committed."""
+
     def progress(figures: dict[str, Any]) -> None:
         if figures["epoch"] == epochs:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -132,7 +135,7 @@ def killed_after(epochs: int) -> Any:
 def file_rows(places: S3Places) -> list[dict[str, Any]]:
     """Every row the FileSink committed (pyarrow.dataset over its folder; staging and
     flintlock's notes, in folders starting with ``_``, are not part of it)."""
-    filesystem, root = pafs_of(places.uri("files"))
+    filesystem, root = pafs.FileSystem.from_uri(places.uri("files"))
     dataset = ds.dataset(root, filesystem=filesystem, format="parquet")
     return dataset.to_table().to_pylist()
 
@@ -186,17 +189,9 @@ def left_behind(places: S3Places, tables: bool = True) -> dict[str, list[str]]:
     }
 
 
-def pafs_of(uri: str) -> tuple[Any, str]:
-    import pyarrow.fs as pafs
-
-    return pafs.FileSystem.from_uri(uri)
-
-
 def files_under(places: S3Places, path: str) -> list[str]:
     """Every file under ``path`` (relative to the folder), relative to it, sorted."""
-    import pyarrow.fs as pafs
-
-    filesystem, root = pafs_of(places.uri(path))
+    filesystem, root = pafs.FileSystem.from_uri(places.uri(path))
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     infos = filesystem.get_file_info(selector)
     return sorted(i.path[len(root) + 1 :] for i in infos if i.type == pafs.FileType.File)
