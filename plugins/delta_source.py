@@ -21,8 +21,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flintlock import EpochSplits, PluginError, Source, SourceReader, UnboundedSource, hookimpl
-from flintlock.plugin_api import StorageOptions
-from flintlock.sinks.delta_files import deltalake, partition_string, schema_differences
+from flintlock.sinks.delta_files import (
+    arrow_filesystem,
+    deltalake,
+    load_table,
+    partition_string,
+    schema_differences,
+)
 
 UNSUPPORTED = {
     "deletionVectors": "deletion vectors",
@@ -42,7 +47,11 @@ class _DeltaFiles:
         storage_options: dict[str, str] | None,
         batch_size: int,
     ) -> None:
-        if not deltalake().DeltaTable.is_deltatable(uri, storage_options):
+        try:
+            found = load_table(uri, storage_options)
+        except (deltalake().exceptions.DeltaError, OSError) as error:
+            raise PluginError(f"from_delta: cannot read the Delta table {uri}: {error}") from error
+        if found is None:
             raise PluginError(f"from_delta: there is no Delta table at {uri}")
         self.uri = uri if "://" in uri else os.path.abspath(uri)
         self.storage_options = storage_options
@@ -110,8 +119,7 @@ class _DeltaReader(SourceReader):
     def read(self) -> Iterator[pa.RecordBatch]:
         source = self._files
         if "://" in source.uri:
-            options = StorageOptions().updated(source.storage_options, known_only=True)
-            filesystem, root = options.filesystem(source.uri)
+            filesystem, root = arrow_filesystem(source.uri, source.storage_options)
         else:
             filesystem, root = pafs.LocalFileSystem(), source.uri
         for path, partition in self._splits:

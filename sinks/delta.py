@@ -26,6 +26,7 @@ from flintlock import CommittableError, SinkOutputError, TwoPhaseCommitSink, hoo
 from flintlock.plugin_api import OUTPUT_MODES, CommitContext, OutputCheckContext, SinkWriterContext
 from flintlock.sinks.delta_files import (
     DeltaDataFile,
+    arrow_filesystem,
     checkpoint_of,
     conform,
     delete_if_exists,
@@ -35,6 +36,7 @@ from flintlock.sinks.delta_files import (
     file_stats,
     is_sink_file,
     list_data_files,
+    load_table,
     partition_folder,
     schema_differences,
     split_by_partition,
@@ -103,13 +105,10 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
         The driver keeps the table it loaded and reads only the log's newer versions."""
         module = deltalake()
         try:
-            if not module.DeltaTable.is_deltatable(self.uri, self.delta_options()):
-                self._loaded = None
-                return None
             if self._loaded is not None:
                 self._loaded.update_incremental()
                 return self._loaded
-            self._loaded = module.DeltaTable(self.uri, storage_options=self.delta_options())
+            self._loaded = load_table(self.uri, self.delta_options())
             return self._loaded
         except (module.exceptions.DeltaError, OSError) as error:
             self._loaded = None
@@ -124,9 +123,7 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and root folder of the table's data files."""
         if "://" in self.uri:
-            options = self.job_storage_options.updated(self.storage_options, known_only=True)
-            filesystem, root = options.filesystem(self.uri)
-            return filesystem, root.rstrip("/")
+            return arrow_filesystem(self.uri, self.delta_options())
         return pafs.LocalFileSystem(), self.uri.rstrip("/")
 
     @staticmethod

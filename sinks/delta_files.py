@@ -255,3 +255,52 @@ def list_data_files(filesystem: pafs.FileSystem, root: str) -> list[tuple[str, s
         if info.type == pafs.FileType.File
         and not info.path[len(root) + 1 :].startswith("_delta_log/")
     ]
+
+
+def load_table(uri: str, storage_options: dict[str, str] | None) -> Any | None:
+    """The newest version of the Delta table at ``uri``, or None if there is none.
+
+    Opened directly, not through ``DeltaTable.is_deltatable``: that call keeps the GIL
+    while it waits for the object store (deltalake 1.6), stopping the driver's other
+    threads (the lease's renewal; an S3 server in the same process never answers)."""
+    module = deltalake()
+    try:
+        return module.DeltaTable(uri, storage_options=storage_options)
+    except module.exceptions.TableNotFoundError:
+        return None
+
+
+_ARROW_S3_SETTINGS = {
+    "endpoint_url": "endpoint_override",
+    "endpoint": "endpoint_override",
+    "access_key_id": "access_key",
+    "secret_access_key": "secret_key",
+    "session_token": "session_token",
+    "region": "region",
+    "default_region": "region",
+}
+"""delta-rs's S3 storage options (``AWS_`` prefix and case aside) -> pyarrow's
+S3FileSystem arguments."""
+
+
+def arrow_filesystem(
+    uri: str, storage_options: dict[str, str] | None
+) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow file system and root path of the table at ``uri``: for an ``s3://``
+    table, at the endpoint and with the credentials of ``storage_options`` (the same
+    settings delta-rs uses; else pyarrow's defaults, the environment's)."""
+    if not uri.startswith(("s3://", "s3a://")) or not storage_options:
+        filesystem, root = pafs.FileSystem.from_uri(uri)
+        return filesystem, root.rstrip("/")
+    settings: dict[str, Any] = {}
+    for name, value in storage_options.items():
+        key = name.lower().removeprefix("aws_")
+        if key in _ARROW_S3_SETTINGS:
+            settings[_ARROW_S3_SETTINGS[key]] = value
+        elif key == "allow_http" and value.lower() == "true":
+            settings.setdefault("scheme", "http")
+    endpoint = settings.get("endpoint_override", "")
+    if "://" in endpoint:
+        scheme, _, settings["endpoint_override"] = endpoint.partition("://")
+        settings["scheme"] = scheme
+    return pafs.S3FileSystem(**settings), uri.split("://", 1)[1].rstrip("/")

@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy in front of the test S3 server: it forwards every request
-to moto and answers chosen ones (the next N GetObject or list requests) with an S3 error
-of its own, as a real object store's passing or lasting fault would (no mock of pyarrow:
-pyarrow's S3 client talks HTTP to it on loopback). It counts every request by its S3
+to moto and answers chosen ones (the next N requests of an S3 operation, reads or
+writes, optionally only those of keys containing some text) with an S3 error of its own,
+as a real object store's passing or lasting fault would (no mock of pyarrow or boto3:
+their S3 clients talk HTTP to it on loopback). It counts every request by its S3
 operation (``counts``), so a test can say which requests a step made."""
 
 from __future__ import annotations
@@ -14,7 +15,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
-Operation = Literal["GetObject", "HeadObject", "ListObjects"]
+Operation = Literal[
+    "GetObject",
+    "HeadObject",
+    "ListObjects",
+    "PutObject",
+    "CopyObject",
+    "UploadPart",
+    "DeleteObject",
+    "CreateMultipartUpload",
+    "CompleteMultipartUpload",
+    "DeleteObjects",
+]
 
 ERRORS = {
     500: ("InternalError", "We encountered an internal error. Please try again."),
@@ -57,12 +69,13 @@ def operation_of(method: str, target: str, copy_source: bool = False) -> str:
 
 class FaultInjectingProxy:
     """Forwards to ``upstream`` (host:port); the next ``count`` requests of ``operation``
-    get HTTP ``status`` with the S3 error body for it instead."""
+    (of keys containing ``where``) get HTTP ``status`` with the S3 error body instead."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.lock = threading.Lock()
-        self.pending: dict[str, tuple[int, int]] = {}
+        self.pending: dict[tuple[str, str], tuple[int, int]] = {}
+        """(operation, text in the key) -> (requests still to fail, status)."""
         self.injected: dict[str, int] = {}
         """Operation -> how many requests were answered with an error."""
         self.counts: Counter[str] = Counter()
@@ -86,7 +99,7 @@ class FaultInjectingProxy:
                 with proxy.lock:
                     proxy.counts[operation] += 1
                     proxy.requests.append((operation, urlsplit(self.path).path))
-                status = proxy.take_fault(operation)
+                status = proxy.take_fault(operation, self.path)
                 if status is not None:
                     self._answer_error(status)
                 else:
@@ -157,21 +170,22 @@ class FaultInjectingProxy:
         host, port = self.server.server_address[:2]
         return f"{host}:{port}"
 
-    def fail(self, operation: Operation, count: int, status: int = 500) -> None:
-        """Answer the next ``count`` requests of ``operation`` with HTTP ``status``."""
+    def fail(self, operation: Operation, count: int, status: int = 500, where: str = "") -> None:
+        """Answer the next ``count`` requests of ``operation`` whose target (bucket, key
+        and query, URL-encoded) contains ``where`` with HTTP ``status``."""
         with self.lock:
-            self.pending[operation] = (count, status)
+            self.pending[(operation, where)] = (count, status)
             self.injected[operation] = 0
 
-    def take_fault(self, operation: str) -> int | None:
+    def take_fault(self, operation: str, target: str = "") -> int | None:
         """The status to answer this request with, or None to forward it."""
         with self.lock:
-            count, status = self.pending.get(operation, (0, 0))
-            if count <= 0:
-                return None
-            self.pending[operation] = (count - 1, status)
-            self.injected[operation] = self.injected.get(operation, 0) + 1
-            return status
+            for (failing, where), (count, status) in self.pending.items():
+                if failing == operation and where in target and count > 0:
+                    self.pending[(failing, where)] = (count - 1, status)
+                    self.injected[operation] = self.injected.get(operation, 0) + 1
+                    return status
+            return None
 
     def __enter__(self) -> FaultInjectingProxy:
         self.thread.start()

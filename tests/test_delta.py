@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 from delta_tables import read_delta
 from deltalake import DeltaTable, write_deltalake
+from s3_server import BUCKET, S3Server
 
 from flintlock import CommittableError, SinkOutputError
 from flintlock.plugin_api import CheckpointStorage, CommitContext, SinkWriterContext, TaskInfo
@@ -242,3 +244,34 @@ def test_a_folder_of_other_files_is_not_made_a_table(tmp_path: Path) -> None:
     (uri / "data.csv").unlink()
     job.write(1, [1])  # a dead run's file of the sink's own does not count
     job.sink.prepare_output(job.context(1))
+
+
+def test_a_sink_on_s3_reaches_the_table_with_its_storage_options(
+    tmp_path: Path, s3: S3Server, s3_folder: str
+) -> None:
+    """On a real S3 server (moto): the table's absence is known at once, and the writers'
+    files and the committer's log both reach the endpoint of ``storage_options`` (delta-rs
+    commits each log entry by a conditional put, If-None-Match)."""
+    uri = f"s3://{BUCKET}/{s3_folder}/t"
+    options = {
+        "AWS_ENDPOINT_URL": f"http://{s3.endpoint}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "aws_conditional_put": "etag",
+        "max_retries": "1",  # a request that never completes fails in seconds
+    }
+    job = Job(tmp_path, DeltaSink(uri, storage_options=options))
+    assert job.sink.table() is None  # no table yet: answered, not retried for minutes
+    job.sink.prepare_output(job.context(1))
+    job.commit(1, job.write(1, [1, 2], subtask=0) + job.write(1, [3], subtask=1))
+    job.commit(2, job.write(2, [4]))
+    table = DeltaTable(uri, storage_options=options)
+    assert (table.version(), table.transaction_version("flintlock-job1-out")) == (1, 2)
+    # deltalake's dataset (its SQL engine holds the GIL while it waits for the server)
+    assert sorted(table.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [1, 2, 3, 4]
+    filesystem, root = job.sink.filesystem()
+    assert root == f"{BUCKET}/{s3_folder}/t"
+    names = [i.base_name for i in filesystem.get_file_info(pafs.FileSelector(root))]
+    assert sum(name.endswith(".parquet") for name in names) == 3

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from delta_tables import read_delta
 from deltalake import DeltaTable, write_deltalake
+from s3_server import BUCKET, S3Server
 
 from flintlock import PluginError, Source, StreamExecutionEnvironment
 from flintlock.plugins.delta_source import DeltaSource, DeltaStreamSource
@@ -99,3 +100,22 @@ def test_from_delta_builds_the_registered_source(tmp_path: Path) -> None:
     assert env.from_delta(uri).schema == pa.schema(DeltaTable(uri).schema().to_arrow())
     with pytest.raises(PluginError, match="there is no Delta table at"):
         env.from_delta(str(tmp_path / "nothing"))
+
+
+def test_a_table_on_s3_is_read_with_its_storage_options(s3: S3Server, s3_folder: str) -> None:
+    """On a real S3 server (moto), the table is found and its files are read at the
+    endpoint of ``storage_options`` (not pyarrow's default, AWS)."""
+    uri = f"s3://{BUCKET}/{s3_folder}/t"
+    options = {
+        "AWS_ENDPOINT_URL": f"http://{s3.endpoint}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "max_retries": "1",  # a request that never completes fails in seconds
+    }
+    write_deltalake(uri, rows([1, 2, 3]), partition_by=["day"], storage_options=options)
+    source = DeltaSource(uri, storage_options=options)
+    assert [row["id"] for row in read_all(source, 2)] == [1, 2, 3]
+    with pytest.raises(PluginError, match="there is no Delta table at"):
+        DeltaSource(f"s3://{BUCKET}/{s3_folder}/nothing", storage_options=options)

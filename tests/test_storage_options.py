@@ -68,8 +68,6 @@ def test_a_sinks_own_options_win_key_by_key() -> None:
     assert merged["aws_region"] == "us-east-2" and merged["conditional_put"] == "etag"
     assert merged["aws_secret_access_key"] == SECRET
     assert StorageOptions().merged_for_deltalake(None) is None
-    known = options.updated({"aws_region": "us-east-2", "conditional_put": "etag"}, known_only=True)
-    assert dict(known) == {**StorageOptions(OPTIONS), "aws_region": "us-east-2"}
 
 
 @pytest.mark.parametrize(

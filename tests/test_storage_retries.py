@@ -73,6 +73,26 @@ def test_a_permanent_failure_is_not_retried_and_names_the_file(
     assert path.startswith(f"{BUCKET}/")
 
 
+def test_a_create_once_on_s3_that_fails_for_a_while_is_tried_again(
+    storage: CheckpointStorage, proxy: FaultInjectingProxy
+) -> None:
+    """A commit record's or a checkpoint's create (PutObject, If-None-Match) answered
+    with HTTP 500 more often than boto3 tries is tried again, and creates the file once;
+    a lasting 403 is a CheckpointError naming the file."""
+    path = f"{storage.base_path}/_commits/chk-1.json"
+    proxy.fail("PutObject", 4, where="/_commits/")  # boto3 tries 3 times, then flintlock
+    assert storage.create_json_once(path, {"checkpoint_id": 1}) is True
+    assert proxy.injected["PutObject"] == 4
+    assert storage.read_json(path) == {"checkpoint_id": 1}
+    assert storage.create_json_once(path, {"checkpoint_id": 2}) is False  # created once
+
+    proxy.fail("PutObject", 1000, status=403, where="/_commits/")
+    denied = f"s3://{storage.base_path}/_commits/chk-2.json cannot be created: .*AccessDenied"
+    with pytest.raises(CheckpointError, match=denied):
+        storage.create_json_once(f"{storage.base_path}/_commits/chk-2.json", {})
+    assert proxy.injected["PutObject"] == 1  # a refusal is not a passing fault
+
+
 def test_only_the_stores_passing_faults_are_transient() -> None:
     assert is_transient(OSError("AWS Error INTERNAL_FAILURE during GetObject operation"))
     assert is_transient(OSError("AWS Error SLOW_DOWN during PutObject operation: SlowDown"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -26,6 +27,7 @@ from flintlock.core.checkpoint.fences import (
 from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks_finished
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path
+from flintlock.core.checkpoint.retries import tried_again
 from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, read_acknowledgements
 from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.errors import CheckpointError, CommitError, CommittableError
@@ -237,7 +239,7 @@ class CheckpointCoordinator:
             committables = checkpoint.committables.get(name, [])
             self.folder.fence(f"commits checkpoint {checkpoint.checkpoint_id} to sink '{name}'")
             try:
-                sink.commit(context.for_sink(name), committables)
+                tried_again(partial(sink.commit, context.for_sink(name), committables))
                 sink.post_commit(context.for_sink(name), committables)
             except CommittableError as error:
                 raise CommittableError(

@@ -81,3 +81,19 @@ def retrying(path: str, action: str, call: Callable[[], T], *, name_others: bool
         time.sleep(pause)
         pause *= 2
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def tried_again(call: Callable[[], T]) -> T:
+    """``call()``, tried again on a transient error (at most ``ATTEMPTS`` tries in all),
+    the last error raised as it is: for idempotent calls that name their own files, a
+    sink's commit (a passing fault of the store must not end the job)."""
+    pause = FIRST_PAUSE
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return call()
+        except OSError as error:
+            if attempt == ATTEMPTS or not is_transient(error):
+                raise
+        time.sleep(pause)
+        pause *= 2
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
-from flintlock.core.errors import CheckpointError, StateError
+from flintlock.core.errors import CheckpointError, StateError, StorageError
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import HandleT, MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
@@ -176,7 +176,19 @@ def write_batches(
     """Stream ``batches`` into one Arrow IPC file at ``path``; False (no file) if all empty.
 
     The first batch fixes the schema; later ones are cast to it (types inferred per chunk
-    may differ, e.g. int64 then null)."""
+    may differ, e.g. int64 then null). A failed write (the store refused it, the disk is
+    full) is a StorageError naming the file, not the file system's bare OSError."""
+    try:
+        return _stream_batches(storage, path, batches)
+    except StorageError:
+        raise
+    except OSError as error:
+        raise StorageError(f"cannot write {path}: {error}") from error
+
+
+def _stream_batches(
+    storage: CheckpointStorage, path: str, batches: Iterator[pa.RecordBatch | None]
+) -> bool:
     writer = sink = schema = None
     try:
         for batch in batches:

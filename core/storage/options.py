@@ -95,15 +95,6 @@ class StorageOptions(Mapping[str, str]):
         """The value of ``key`` as flintlock shows it: ``***`` for a secret."""
         return "***" if key in SECRET_KEYS else self._settings[key]
 
-    def updated(
-        self, others: Mapping[str, str] | None, *, known_only: bool = False
-    ) -> StorageOptions:
-        """These options with ``others`` (a sink's own) taking precedence key by key;
-        ``known_only`` skips keys flintlock does not know (a library's own settings)."""
-        if known_only:
-            others = {k: v for k, v in (others or {}).items() if str(k).lower() in S3_KEYS}
-        return StorageOptions({**self._settings, **StorageOptions(others)._settings})
-
     def merged_for_deltalake(self, own: Mapping[str, str] | None) -> dict[str, str] | None:
         """deltalake's ``storage_options`` of a sink or source: these, then its own
         (lower-cased, as delta-rs reads keys), which win; None when there are none."""

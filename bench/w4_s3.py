@@ -1,0 +1,184 @@
+"""Benchmark W4 on S3: W1's output through FileSink, DeltaSink and IcebergSink with the
+job's checkpoints and every output on an S3 server, against each system's plain write of
+the same rows to the same server, in one run (issue 34).
+
+The server is moto's, in its own process on loopback (``bench/s3_commit.py``); flintlock
+gets it as plain ``s3://bucket/...`` URIs and ``storage_options`` (credentials and
+endpoint once). W4's job (``bench/w4.py``): ``--rows`` ids as available-now epochs of
+``2 * --per-checkpoint`` ids, half of which pass W1's filter, parallelism 2. The
+baselines: Spark computes the rows (``toArrow``), then
+
+- ``files``: pyarrow writes as many Parquet files as flintlock does (two per checkpoint);
+- ``delta``: ``deltalake.write_deltalake`` once;
+- ``iceberg``: pyiceberg ``table.append`` once (a SQL catalog on a local SQLite file,
+  its warehouse on S3, as the sink's).
+
+Every output is read back by its system's reader and checked against the rows first.
+Medians of interleaved runs after a warm-up.
+
+    python bench/w4_s3.py [--rows 10000000] [--per-checkpoint 1000000] [--runs 3]
+                          [--sinks files,delta,iceberg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import w4
+from s3_commit import moto_server
+from timing import local_session, timed
+
+from flintlock import EpochTrigger, StreamExecutionEnvironment
+from flintlock.plugin_api import StorageOptions
+
+
+class S3Targets:
+    """Per system: a fresh sink on S3 for flintlock, its plain write there, a read back."""
+
+    def __init__(self, server: Any, scratch: str, files: int) -> None:
+        self.server = server
+        self.scratch = scratch
+        self.files = files
+        """How many files the plain Parquet write makes: as many as flintlock's epochs do."""
+        self.options = StorageOptions(server.storage_options())
+
+    def uri(self, name: str) -> str:
+        return str(self.server.plain_uri(f"w4-{name}-{uuid.uuid4().hex[:8]}"))
+
+    def catalog(self) -> dict[str, str]:
+        """A SQL catalog on a local SQLite file whose warehouse is a fresh S3 folder."""
+        database = f"{self.scratch}/catalog-{uuid.uuid4().hex[:8]}.db"
+        return {"type": "sql", "uri": f"sqlite:///{database}", "warehouse": self.uri("wh")}
+
+    def sink(self, system: str) -> Any:
+        if system == "files":
+            from flintlock.sinks.files import FileSink
+
+            return FileSink(self.uri("files"))
+        if system == "delta":
+            from flintlock.sinks.delta import DeltaSink
+
+            return DeltaSink(self.uri("delta"))
+        from flintlock.sinks.iceberg import IcebergSink
+
+        return IcebergSink(f"w4.t{uuid.uuid4().hex[:8]}", catalog=self.catalog())
+
+    def run(self, spark: Any, rows: int, per_checkpoint: int, sink: Any) -> int:
+        """W4's job into ``sink``, its checkpoints on S3 too; the epochs it ran."""
+        env = StreamExecutionEnvironment(
+            parallelism=2,
+            spark=spark,
+            checkpoint_dir=self.uri("chk"),
+            storage_options=dict(self.options),
+        )
+        stream = env.from_sequence(end=rows, rows_per_epoch=2 * per_checkpoint)
+        stream = stream.map_batch(w4.w1_rows, output_schema=w4.SCHEMA)
+        stream = stream.map_batch(w4.w1.double_value, output_schema=w4.SCHEMA)
+        stream.filter_batch(w4.w1.even_key).sink_to(sink, name="w4")
+        result = env.execute(f"w4-{uuid.uuid4().hex[:8]}", trigger=EpochTrigger.available_now())
+        return result.epochs
+
+    def read_back(self, system: str, sink: Any) -> pa.Table:
+        """What flintlock wrote through ``sink``, read by the system's own reader."""
+        if system == "files":
+            import pyarrow.dataset as ds
+
+            filesystem, path = self.options.filesystem(sink.path)
+            return ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
+        if system == "delta":
+            import deltalake
+
+            return deltalake.DeltaTable(
+                sink.uri, storage_options=self.options.for_deltalake()
+            ).to_pyarrow_table()
+        from pyiceberg.catalog import load_catalog
+
+        name, properties = sink.catalog
+        catalog = load_catalog(name, **properties, **self.options.for_pyiceberg())
+        return catalog.load_table(sink.table).scan().to_arrow()
+
+    def plain_write(self, system: str, table: pa.Table) -> None:
+        if system == "files":
+            filesystem, folder = self.options.filesystem(self.uri("plain"))
+            size = -(-table.num_rows // self.files)
+            for number in range(self.files):
+                part = table.slice(number * size, size)
+                pq.write_table(part, f"{folder}/part-{number}.parquet", filesystem=filesystem)
+        elif system == "delta":
+            import deltalake
+
+            deltalake.write_deltalake(
+                self.uri("plain-delta"), table, storage_options=self.options.for_deltalake()
+            )
+        else:
+            from pyiceberg.catalog import load_catalog
+
+            catalog = load_catalog("plain", **self.catalog(), **self.options.for_pyiceberg())
+            catalog.create_namespace_if_not_exists("w4")
+            iceberg = catalog.create_table(f"w4.t{uuid.uuid4().hex[:8]}", schema=table.schema)
+            iceberg.append(table)
+
+
+def main() -> None:
+    """Run each sink and its baseline on S3, interleaved, and print one table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--per-checkpoint", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sinks", default="files,delta,iceberg")
+    args = parser.parse_args()
+    spark = local_session(driver_memory="4g")
+    scratch = tempfile.mkdtemp(prefix="flintlock-w4-s3-")
+    in_memory = w4.output_frame(spark, args.rows).toArrow()
+    files = 2 * -(-in_memory.num_rows // args.per_checkpoint)  # 2 subtasks per epoch
+    systems = args.sinks.split(",")
+    try:
+        with moto_server() as server:
+            targets = S3Targets(server, scratch, files)
+            variants: dict[str, Callable[[], Any]] = {}
+            for system in systems:
+                variants[f"{system}: flintlock on S3"] = lambda s=system: targets.run(
+                    spark, args.rows, args.per_checkpoint, targets.sink(s)
+                )
+                variants[f"{system}: baseline"] = lambda s=system: targets.plain_write(
+                    s, w4.output_frame(spark, args.rows).toArrow()
+                )
+                variants[f"{system}: write only"] = lambda s=system: targets.plain_write(
+                    s, in_memory
+                )
+            for work in variants.values():  # warm-up: JIT, Python workers, imports
+                work()
+            for system in systems:  # the rows, read back by the system's reader
+                sink = targets.sink(system)
+                epochs = targets.run(spark, args.rows, args.per_checkpoint, sink)
+                written = targets.read_back(system, sink)
+                w4.check(written, in_memory, f"{system} on S3 ({epochs} epochs)")
+            started = time.perf_counter()
+            figures = timed(args.runs, variants)
+        print(
+            f"W4 on S3 (moto), {args.rows:,} input ids -> {in_memory.num_rows:,} rows, a "
+            f"checkpoint every {args.per_checkpoint:,} rows, parallelism 2, local[2], median "
+            f"of {args.runs} ({time.perf_counter() - started:.0f} s)"
+        )
+        print(f"{'variant':<28}{'seconds':>10}{'rows/s':>14}{'vs baseline':>13}")
+        for name, (seconds, _) in figures.items():
+            baseline = figures[f"{name.split(':')[0]}: baseline"][0]
+            print(
+                f"{name:<28}{seconds:>10.2f}{in_memory.num_rows / seconds:>14,.0f}"
+                f"{seconds / baseline:>12.2f}x"
+            )
+    finally:
+        spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
