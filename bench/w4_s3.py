@@ -33,11 +33,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import w4
+from pyspark import cloudpickle
 from s3_commit import moto_server
 from timing import local_session, timed
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.plugin_api import StorageOptions
+
+cloudpickle.register_pickle_by_value(w4)  # workers cannot import bench/w4.py
 
 
 class S3Targets:

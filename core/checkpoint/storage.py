@@ -20,6 +20,7 @@ from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.errors import CheckpointError, StorageError
 from flintlock.core.storage.conditional import create_once, replace_if
 from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
+from flintlock.core.storage.uploads import is_object_store, put
 from flintlock.core.task_info import TaskInfo
 
 
@@ -37,9 +38,6 @@ def safe_name(name: str) -> str:
     return "%2E" + encoded[1:] if encoded.startswith(".") else encoded
 
 
-ATOMIC_UPLOADS = (pafs.S3FileSystem, pafs.GcsFileSystem)
-"""File systems whose new object appears whole or not at all (readers never see a
-partial upload), so a write needs no temporary name and rename."""
 LISTING_TRIES = 20
 """Listings of a folder that changes while Arrow lists it, before the error is kept."""
 
@@ -134,6 +132,13 @@ class CheckpointStorage:
         return retrying(path, "write", lambda: self._write_ipc(path, table))
 
     def _write_ipc(self, path: str, table: pa.Table) -> int:
+        if is_object_store(self.filesystem):  # one request (core/storage/uploads.py)
+            buffer = pa.BufferOutputStream()
+            with pa.ipc.new_file(buffer, table.schema) as writer:
+                writer.write_table(table)
+            data = buffer.getvalue()
+            put(self.filesystem, path, data)
+            return len(data)
         self._make_parent(path)
         with self.filesystem.open_output_stream(path) as sink:
             with pa.ipc.new_file(sink, table.schema) as writer:
@@ -178,8 +183,34 @@ class CheckpointStorage:
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         self._make_parent(path)
-        with self.filesystem.open_output_stream(path) as sink:
-            sink.write(data)
+        put(self.filesystem, path, data)
+
+    def output_stream(self, path: str) -> pa.NativeFile:
+        """A stream to write ``path`` through, closed by ``close_output_stream``: on an
+        object store a buffer, uploaded in one request when it closes."""
+        if is_object_store(self.filesystem):
+            return pa.BufferOutputStream()
+        self._make_parent(path)
+        return self.filesystem.open_output_stream(path)
+
+    def close_output_stream(self, path: str, stream: pa.NativeFile, written: bool) -> None:
+        """Close a stream of ``output_stream``; a buffer is uploaded only if ``written``."""
+        if isinstance(stream, pa.BufferOutputStream):
+            data = stream.getvalue()
+            if written:
+                put(self.filesystem, path, data)
+            return
+        stream.close()
+
+    def write_bytes_atomically(self, path: str, data: bytes) -> None:
+        """Write ``data`` so that readers see the old file or the whole new one (as
+        ``write_json_atomically``)."""
+        if is_object_store(self.filesystem):
+            retrying(path, "write", lambda: put(self.filesystem, path, data))
+            return
+        temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+        retrying(temporary, "write", lambda: self._write_bytes(temporary, data))
+        retrying(path, "move a new version onto", lambda: self.filesystem.move(temporary, path))
 
     def write_json_atomically(self, path: str, document: object) -> int:
         """Write a JSON document so that readers see the old one or the whole new one.
@@ -187,7 +218,7 @@ class CheckpointStorage:
         Written to a unique temporary name beside ``path``, then renamed over it (atomic on
         local and HDFS file systems). An object store's upload is atomic itself: one PUT,
         no copy of a temporary object."""
-        if isinstance(self.filesystem, ATOMIC_UPLOADS):
+        if is_object_store(self.filesystem):
             return self.write_json(path, document)
         temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
         size = self.write_json(temporary, document)
@@ -249,6 +280,8 @@ class CheckpointStorage:
             return data
 
     def _make_parent(self, path: str) -> None:
+        if is_object_store(self.filesystem):
+            return  # folders are key prefixes there: creating one costs requests, not files
         parent = path.rsplit("/", 1)[0]
         self.filesystem.create_dir(parent, recursive=True)
 

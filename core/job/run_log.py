@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -130,11 +129,7 @@ def read_log(folder: JobFolder) -> dict[str, list[dict[str, Any]]]:
 def _write(storage: CheckpointStorage, path: str, document: dict[str, Any]) -> None:
     """Write ``document`` whole or not at all (a temporary name, then a rename), compact:
     json encodes that in C, an indented document (as the checkpoint files are) in Python."""
-    temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
-    storage.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    with storage.filesystem.open_output_stream(temporary) as sink:
-        sink.write(json.dumps(document, separators=(",", ":")).encode())
-    storage.filesystem.move(temporary, path)
+    storage.write_bytes_atomically(path, json.dumps(document, separators=(",", ":")).encode())
 
 
 def _json_files(storage: CheckpointStorage, directory: str) -> list[str]:

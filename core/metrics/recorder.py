@@ -127,10 +127,7 @@ class MetricsRecorder:
     def write_prometheus_file(self) -> None:
         """The latest epoch in Prometheus' text format, renamed into place whole."""
         path = f"{self.job_path}/{METRICS_DIR}/{PROMETHEUS_FILE}"
-        temporary = f"{path}.inprogress"
-        with self.storage.filesystem.open_output_stream(temporary) as sink:
-            sink.write(prometheus.exposition(self.collector).encode())
-        self.storage.filesystem.move(temporary, path)
+        self.storage.write_bytes_atomically(path, prometheus.exposition(self.collector).encode())
         self._file_written, self._file_behind = time.monotonic(), False
 
     def summary(self) -> dict[str, Any]:

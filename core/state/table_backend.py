@@ -190,21 +190,22 @@ def _stream_batches(
     storage: CheckpointStorage, path: str, batches: Iterator[pa.RecordBatch | None]
 ) -> bool:
     writer = sink = schema = None
+    written = False
     try:
         for batch in batches:
             if batch is None or batch.num_rows == 0:
                 continue
             if writer is None:
-                storage.filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-                sink = storage.filesystem.open_output_stream(path)
+                sink = storage.output_stream(path)
                 schema = batch.schema
                 writer = pa.ipc.new_file(sink, schema)
             elif batch.schema != schema:
                 batch = pa.Table.from_batches([batch]).cast(schema).to_batches()[0]
             writer.write_batch(batch)
+        written = True
     finally:
         if writer is not None:
             writer.close()
         if sink is not None:
-            sink.close()
+            storage.close_output_stream(path, sink, written)
     return writer is not None
