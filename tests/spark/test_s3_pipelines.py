@@ -204,9 +204,9 @@ TRANSIENT_FAULTS: list[tuple[Operation, str, int]] = [
     ("PutObject", "/_commits/", 3),  # commit records (create-once, boto3)
     ("PutObject", "/checkpoints/", 3),  # checkpoint metadata (create-once, boto3)
     ("PutObject", "keyed_process", 5),  # the tasks' state snapshots (pyarrow, on workers)
-    ("PutObject", "_staging-", 5),  # the FileSink's staged files (pyarrow, on workers)
-    ("CopyObject", "/files/", 5),  # the FileSink's commit: a copy ...
-    ("DeleteObject", "_staging-", 5),  # ... and a delete of the staged file
+    ("PutObject", "_staging-", 5),  # the FileSink's upload markers (boto3, on workers)
+    ("UploadPart", "/files/", 3),  # the FileSink's data, a part of its upload ...
+    ("CompleteMultipartUpload", "/files/", 3),  # ... published by its commit (no copy)
     ("PutObject", "/delta/_delta_log/", 3),  # a Delta commit (delta-rs)
     ("UploadPart", "/sums/metadata/snap-", 3),  # an Iceberg commit's manifest list
 ]
@@ -249,5 +249,5 @@ def test_a_lasting_s3_refusal_ends_the_job_with_a_flintlock_error_naming_the_fil
     assert named is not None, message  # the file, not the file system's bare OSError
     assert named.group(1).startswith(f"{BUCKET}/{s3_folder}/chk/s3/")
     assert named.group(1).endswith("/keyed_process/keyed-total.arrow")
-    assert "ACCESS_DENIED" in message
+    assert "AccessDenied" in message
     assert "py4j" not in message.lower() and "at org.apache" not in message
