@@ -20,7 +20,11 @@ to the server directly): ``server's copy/complete s`` is how long the server too
 answer the commit's CopyObject or CompleteMultipartUpload, ``rest of commit s`` the rest of
 the commit (flintlock's checks and bookkeeping), and the last column lists its requests.
 
-    python bench/s3_commit.py [--sizes 1,8,32,128] [--runs 3]
+    python bench/s3_commit.py [--sizes 1,8,32,128] [--runs 3] [--server host:port]
+
+``--server`` runs it against an S3-compatible server already listening there (e.g.
+SeaweedFS, which completes a multipart upload by reference, as S3 does; moto copies the
+parts' bytes), its bucket made if missing.
 """
 
 from __future__ import annotations
@@ -76,6 +80,16 @@ def moto_server() -> Iterator[S3Server]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def existing_server(endpoint: str) -> Iterator[S3Server]:
+    """An S3-compatible server already running at ``endpoint``, with the bucket."""
+    host, _, port = endpoint.rpartition(":")
+    server = S3Server(host, int(port))
+    uri = server.uri().replace("region=", "allow_bucket_creation=true&region=")
+    pafs.FileSystem.from_uri(uri)[0].create_dir(BUCKET)
+    yield server
 
 
 def random_table(mib: int) -> pa.Table:
@@ -175,10 +189,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1,8,32,128", help="file sizes in MiB")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--server", help="host:port of a running S3-compatible server")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     with (
-        moto_server() as server,
+        existing_server(args.server) if args.server else moto_server() as server,
         FaultInjectingProxy(server.endpoint) as proxy,
         tempfile.TemporaryDirectory() as scratch,
     ):
