@@ -55,6 +55,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -889,7 +890,8 @@ def test_every_row_exactly_once_in_unbounded_jobs_on_s3_under_random_faults(
         print(
             f"\nchaos-unbounded-s3 seed={seed} (set {SEED_VARIABLE}={seed} to run this plan again)"
         )
-    storage = ChaosStorage(s3.plain_uri(s3_folder), s3.storage_options())
+    secret = f"secret-{uuid.uuid4().hex}"  # looked for in what the drivers print
+    storage = ChaosStorage(s3.plain_uri(s3_folder), s3.storage_options(secret))
     run_plan(make_plan(seed, tmp_path, storage, ON_S3), "chaos-unbounded-s3", capsys)
 
 
@@ -971,6 +973,10 @@ def run_plan(plan: Plan, suite: str, capsys: pytest.CaptureFixture[str]) -> None
     left = left_behind(plan)
     if left:
         problems.append(f"left behind after every job finished: {left}")
+    secret = plan.storage.options.get("aws_secret_access_key")
+    logs = [*tmp_path.glob("driver-*.stderr"), *tmp_path.glob("timeline-*.txt")]
+    if secret and any(secret in log.read_text() for log in logs):
+        problems.append("the storage options' secret is in what a driver printed")
     kinds = ", ".join(f"{n} {name}" for name, n in tally.most_common())
     actions = Counter(r.plan["action"] for r in requests if r.state == "answered")
     if not actions:  # kills of a seed may end every try of one kind: each seed asks both
