@@ -838,17 +838,38 @@ and the FileSink's registry of the jobs that write there."""
 
 def left_behind(plan: Plan) -> list[str]:
     """Anything in an output but committed files and the registry (staged files in
-    ``_staging-*`` folders, temporary files), unanswered control requests, and multipart
-    uploads under the plan's prefix never completed nor aborted (S3)."""
+    ``_staging-*`` folders, temporary files), snapshot files no kept checkpoint refers to,
+    unanswered control requests, and multipart uploads under the plan's prefix never
+    completed nor aborted (S3)."""
     storage = plan.storage
     stray = [path for path in storage.files("out") if not COMMITTED.fullmatch(path)]
+    names = [job["name"] for job in [plan.twin, *plan.jobs]]
+    snapshots = [path for name in names for path in unreferenced_snapshots(storage, name)]
     requests = [
-        f"chk/{job['name']}/_control/{name}"
-        for job in [plan.twin, *plan.jobs]
-        for name in pending_requests(storage, job["name"])
+        f"chk/{name}/_control/{request}"
+        for name in names
+        for request in pending_requests(storage, name)
     ]
     uploads = [f"multipart upload of {key}" for key in storage.pending_uploads()]
-    return stray + requests + uploads
+    return stray + snapshots + requests + uploads
+
+
+def unreferenced_snapshots(storage: ChaosStorage, job: str) -> list[str]:
+    """Files in a run's checkpoint folders (``<run id>/chk-<N>/``) outside every snapshot
+    folder that the acknowledgements of the job's kept checkpoints name: snapshots of
+    checkpoints that never completed, or were replaced, and were not cleaned up."""
+    folder = f"chk/{job}"
+    referenced = set()
+    for metadata in storage.files(f"{folder}/checkpoints", "*/_metadata.json"):
+        for acknowledgement in json.loads(storage.read(metadata)).get("acknowledgements", []):
+            manifest = acknowledgement["manifest_path"]
+            referenced.add(manifest[manifest.index(f"/{folder}/") + 1 :].rsplit("/", 1)[0] + "/")
+    snapshot = re.compile(rf"{re.escape(folder)}/[0-9a-f]{{12}}/chk-\d+/.*")
+    return [
+        path
+        for path in storage.files(folder)
+        if snapshot.fullmatch(path) and not path.startswith(tuple(referenced))
+    ]
 
 
 def job_statuses(plan: Plan) -> dict[str, str]:
@@ -1043,9 +1064,10 @@ def test_every_seed_plans_each_unbounded_fault_within_the_retry_budgets(
 
 def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_folder: str) -> None:
     """The end's check of the S3 suite finds each kind of leftover through the plan's
-    storage options: a staged file, a temporary file beside the registry, a request
-    without an answer and a multipart upload never completed; committed files, the
-    registry and answered requests are not leftovers."""
+    storage options: a staged file, a temporary file beside the registry, a snapshot no
+    kept checkpoint names, a request without an answer and a multipart upload never
+    completed; committed files, the registry, a kept checkpoint's snapshot and answered
+    requests are not leftovers."""
     storage = ChaosStorage(s3.plain_uri(s3_folder), s3.storage_options())
     plan = make_plan(7, tmp_path, storage, ON_S3)
     for path in [
@@ -1056,8 +1078,14 @@ def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_fol
         "chk/chaos-u02/_control/001-answered.json",
         "chk/chaos-u02/_control/001-answered.answer.json",
         "chk/chaos-u02/_control/002-waiting.json",
+        "chk/chaos-u02/0123456789ab/chk-4/map/0-3/_task.json",
+        "chk/chaos-u02/0123456789ab/chk-5/map/0-5/_task.json",
+        "chk/chaos-u02/0123456789ab/chk-5/map/0-5/map/state.arrow",
     ]:
         storage.write(path, b"{}")
+    manifest = storage.path("chk/chaos-u02/0123456789ab/chk-5/map/0-5/_task.json")
+    metadata = {"kind": "checkpoint", "acknowledgements": [{"manifest_path": manifest}]}
+    storage.write("chk/chaos-u02/checkpoints/chk-5/_metadata.json", json.dumps(metadata).encode())
     bucket, _, prefix = storage.filesystem()[1].partition("/")
     client = boto3.session.Session().client(
         "s3",
@@ -1071,6 +1099,7 @@ def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_fol
     assert left_behind(plan) == [
         "out/chaos-u00/_staging-j1/r1-chk3-0-7-0.parquet",
         "out/chaos-u01/_flintlock/j2.json.1a2b3c4d.inprogress",
+        "chk/chaos-u02/0123456789ab/chk-4/map/0-3/_task.json",
         "chk/chaos-u02/_control/002-waiting.json",
         f"multipart upload of {prefix}/out/chaos-u03/_staging-j3/x",
     ]
