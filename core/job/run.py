@@ -37,7 +37,7 @@ from flintlock.core.checkpoint.savepoints import (
     snapshots_moved_to,
 )
 from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore
-from flintlock.core.errors import CheckpointError
+from flintlock.core.errors import CheckpointError, LeaseLostError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.exchange.reports import PhaseReport
@@ -176,8 +176,8 @@ class JobRun:
     ) -> tuple[ExecutionPlan, CompletedCheckpoint] | tuple[None, None]:
         """The epoch's plan and completed checkpoint: a savepoint if a request asks (or
         the job's input ends under its ``savepoint_dir``). A savepoint that fails before
-        it completed fails its request, not the job (None); a commit that fails after it
-        completed fails the job."""
+        it completed fails its request, not the job (None), unless the run lost its lease;
+        a commit that fails after it completed fails the job."""
         request = epoch.request
         savepoint = request is not None or (epoch.input_ends and bool(self.config.savepoint_dir))
         kind: Literal["checkpoint", "savepoint"] = "savepoint" if savepoint else "checkpoint"
@@ -196,8 +196,8 @@ class JobRun:
             plan.finished_vertices = dict(position.finished)
             return plan, self.run_epoch(plan, epoch.planned)
         except Exception as error:
-            if request is None:
-                raise
+            if request is None or isinstance(error, LeaseLostError):
+                raise  # a run that lost its lease goes no further: its requests are not its own
             self.control.answer(request, error=f"{type(error).__name__}: {error}")
             return None, None
 

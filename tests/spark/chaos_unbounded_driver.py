@@ -19,6 +19,10 @@ The twin job runs in every chain: its drivers wait for each other (a file per ch
 directory. The one refused with a JobLeaseError (or that loses its lease, LeaseLostError)
 has the outcome ``lease``: another driver has the job.
 
+The jobs' checkpoint directory and outputs are what the plan names (a local folder, or
+plain ``s3://`` URIs with the plan's ``storage_options``); marker files and outcomes stay
+in the local ``<base>``.
+
 Prints ``READY`` once Spark is up, ``START <job>`` / ``DONE <job> <outcome>`` around each
 job and ``EPOCH <job> <checkpoint id> <kind> <seconds> <epoch of the run>`` after each
 committed epoch, flushed, so the test can time its kills and requests.
@@ -77,10 +81,14 @@ def key_of(row: dict[str, Any]) -> int:
 
 def build(spark: Any, base: Path, job: dict[str, Any]) -> StreamExecutionEnvironment:
     """The job: a sequence of ``rows`` ids from ``first_id`` -> label -> faulty map ->
-    (key by id, faulty keyed process) -> faulty FileSink."""
+    (key by id, faulty keyed process) -> faulty FileSink; its checkpoint directory and
+    output are local paths or plain ``s3://`` URIs (with the plan's storage options)."""
     markers = str(base / "markers")
     env = StreamExecutionEnvironment(
-        parallelism=job["parallelism"], spark=spark, checkpoint_dir=str(base / "chk")
+        parallelism=job["parallelism"],
+        spark=spark,
+        checkpoint_dir=job["checkpoint_dir"],
+        storage_options=job.get("storage_options"),
     )
     first = job["first_id"]
     stream = env.from_sequence(
@@ -177,6 +185,7 @@ def wait_for_twins(base: Path, job: dict[str, Any], chain: int, chains: int) -> 
 def main(plan_path: str) -> None:
     plan = json.loads(Path(plan_path).read_text())
     base, chain = Path(plan["base"]), plan["chain"]
+    options = plan.get("storage_options") or None  # S3's settings: never in a URI
     for folder in ("markers", "done"):
         (base / folder).mkdir(parents=True, exist_ok=True)
     from pyspark import cloudpickle
@@ -192,7 +201,7 @@ def main(plan_path: str) -> None:
         if job.get("twin"):
             wait_for_twins(base, job, chain, plan["chains"])
         print(f"START {job['name']}", flush=True)
-        ran[job["name"]] = run_job(spark, base, job)
+        ran[job["name"]] = run_job(spark, base, {**job, "storage_options": options})
         if was_paused():  # a stale driver, resumed: it records nothing and runs nothing more
             print_result({"paused": {"job": job["name"], **ran[job["name"]]}})
             sys.stdout.flush()

@@ -31,8 +31,14 @@ generation of the killed job's lease (truncated): the next driver takes it over 
 expired lease, and the job's status can still be read.
 
 At the end every committed Parquet output is read with pyarrow.dataset and checked by
-row id against the sequences: no duplicate, no loss, no altered row; no staged file and
-no unanswered request is left, and every job's result store says FINISHED.
+row id against the sequences: no duplicate, no loss, no altered row; nothing but
+committed files is left in an output (no staged or temporary file), no unanswered
+request, and every job's result store says FINISHED.
+
+A second test runs one (smaller) seeded plan with the jobs' checkpoint directory and
+outputs on an S3 server (moto's, tests/s3_server.py): plain ``s3://`` URIs and the
+environment's ``storage_options``, the same faults, kills and checks, and no multipart
+upload left pending (tests/spark/chaos_storage.py reads either storage from outside).
 """
 
 from __future__ import annotations
@@ -42,39 +48,40 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pytest
 from chaos_faults import DRIVER_KILLS, EPOCH_DRIVER_KILLS, FUNCTION_FAULTS, WRITER_FAULTS, Fault
+from chaos_storage import ChaosStorage
+from s3_server import S3Server
 from test_chaos import SEED_VARIABLE, Check, chaos_seed
 
 from flintlock.core.checkpoint.fences import PAUSE_AT, PAUSE_MARKER
-from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
 from flintlock.core.job.lease import read_holder
+from flintlock.plugin_api import StorageOptions
 
 SCRIPT = Path(__file__).with_name("chaos_unbounded_driver.py")
 CHAINS = 2
 """Driver processes running side by side: Spark's start and an epoch's waits leave the
 second core idle."""
-JOBS_PER_CHAIN = 2
-RANDOM_KILLS = 2
-"""Drivers the test kills at a random moment of a random epoch."""
-EXTRA_FAULTS = 4
-"""Task and commit faults drawn at random on top of one of each kind."""
 TASK_FAULTS_PER_JOB = 3
 """At most this many failures in one job's tasks: ``local[2,4]`` allows 3 per task."""
 COMMIT_FAULTS_PER_JOB = 1
@@ -91,15 +98,38 @@ NEW_PROCESS_GROUP: dict[str, Any] = (
 RESUME_TIMEOUT = 120.0
 """Seconds to wait for a paused driver's lease to expire, and for it to stop once resumed."""
 DAMAGE_LOCK = threading.Lock()
-DAMAGED_PLANS: dict[int, bool] = {}
-"""Seeds whose one lease damage was done (chains share it)."""
+DAMAGED_PLANS: set[Path] = set()
+"""Plans (their base folders) whose one lease damage was done (chains share it)."""
 REQUEST_TIMEOUT = 120.0
 """Seconds a stop or savepoint request waits for its answer (through driver restarts)."""
 REFUSED_WITHIN = 5.0
 """A request that fails this fast was refused (the job was not running): sent again."""
 EPOCH_SECONDS = 0.6
 """An epoch's duration before the first one is measured, for timing kills."""
-TWIN_ROWS = 1500
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How large a seed's plan is: its jobs and their epochs, and the faults on top of one
+    of each kind (each driver kill costs a Spark start, each epoch its checkpoint)."""
+
+    jobs_per_chain: int
+    rows: range
+    """A job's rows, drawn from."""
+    per_epoch: tuple[int, ...]
+    twin_rows: int
+    twin_per_epoch: tuple[int, ...]
+    extra_faults: int
+    """Task and commit faults drawn at random on top of one of each kind."""
+    random_kills: int
+    """Drivers the test kills at a random moment of a random epoch."""
+
+
+ON_DISK = Sizes(2, range(2500, 3300, 100), (200, 250), 1500, (200, 250, 300), 4, 2)
+ON_S3 = Sizes(2, range(2000, 2300, 100), (200,), 600, (200, 300), 2, 1)
+"""Every epoch's checkpoint and commit are requests to the S3 server: fewer epochs (10
+to 11 a job, the fewest that leave room for a request, a second one and the kills after
+it), one random kill and two extra faults (>= 20 faults still)."""
 
 REQUEST_KILLS = ("kill_in_savepoint_commit", "kill_mid_savepoint_commit", "kill_while_requested")
 """Driver kills tied to a stop or savepoint request: in its savepoint's commit (a fault
@@ -161,12 +191,15 @@ class Plan:
 
     seed: int
     base: Path
+    """Local: the markers, the drivers' plans, logs and outcomes."""
+    storage: ChaosStorage
+    """The jobs' checkpoint directory (``chk``) and outputs (``out/<job>``)."""
     twin: dict[str, Any]
     jobs: list[dict[str, Any]]
     random_kills: list[tuple[str, int, float]]
+    """(job, checkpoint id from which it is due, fraction of an epoch after that epoch)."""
     pause: tuple[str, int] | None = None
     """(job, checkpoint): a driver pauses before it publishes that checkpoint or a later one."""
-    """(job, checkpoint id from which it is due, fraction of an epoch after that epoch)."""
 
     def chain(self, number: int) -> list[dict[str, Any]]:
         """The jobs one chain's driver runs, in order: the twin job first."""
@@ -221,10 +254,14 @@ def chain_kills(jobs: list[dict[str, Any]], job: dict[str, Any]) -> int:
     return sum(kills_in(other) for other in jobs[jobs.index(job) % CHAINS :: CHAINS])
 
 
-def make_plan(seed: int, base: Path) -> Plan:
-    """Jobs of random shape, one fault of each kind plus random extras, requests and kills."""
+def make_plan(
+    seed: int, base: Path, storage: ChaosStorage | None = None, sizes: Sizes = ON_DISK
+) -> Plan:
+    """Jobs of random shape, one fault of each kind plus random extras, requests and kills;
+    their checkpoints and outputs in ``storage`` (default: ``base`` on disk)."""
+    storage = storage or ChaosStorage(str(base))
     rng = random.Random(seed)
-    count = CHAINS * JOBS_PER_CHAIN
+    count = CHAINS * sizes.jobs_per_chain
     keyed = [True, True] + [rng.random() < 0.5 for _ in range(count - 2)]
     parallelism = [2, 2] + [rng.choice([1, 2]) for _ in range(count - 2)]
     rng.shuffle(keyed)
@@ -236,11 +273,12 @@ def make_plan(seed: int, base: Path) -> Plan:
             {
                 "name": name,
                 "first_id": (index + 1) * 1_000_000,
-                "rows": rng.randrange(2500, 3300, 100),
-                "per_epoch": rng.choice([200, 250]),
+                "rows": rng.randrange(sizes.rows.start, sizes.rows.stop, sizes.rows.step),
+                "per_epoch": rng.choice(sizes.per_epoch),
                 "parallelism": parallelism[index],
                 "keyed": keyed[index],
-                "output": str(base / "out" / name),
+                "checkpoint_dir": storage.uri("chk"),
+                "output": storage.uri(f"out/{name}"),
                 "faults": [],
                 "requests": [],
                 "random_kills": 0,
@@ -250,11 +288,12 @@ def make_plan(seed: int, base: Path) -> Plan:
         "name": "chaos-twin",
         "twin": True,
         "first_id": 0,
-        "rows": TWIN_ROWS,
-        "per_epoch": rng.choice([200, 250, 300]),
+        "rows": sizes.twin_rows,
+        "per_epoch": rng.choice(sizes.twin_per_epoch),
         "parallelism": 2,
         "keyed": True,
-        "output": str(base / "out" / "chaos-twin"),
+        "checkpoint_dir": storage.uri("chk"),
+        "output": storage.uri("out/chaos-twin"),
         "faults": [],
         "requests": [],
         "random_kills": 0,
@@ -266,19 +305,19 @@ def make_plan(seed: int, base: Path) -> Plan:
             place_request_kill(rng, jobs, fault_id, kind, actions[REQUEST_KILLS.index(kind)])
         else:
             place_fault(rng, jobs, Fault(fault_id, where, kind))
-    for number in range(len(REQUIRED), len(REQUIRED) + EXTRA_FAULTS):
+    for number in range(len(REQUIRED), len(REQUIRED) + sizes.extra_faults):
         where, kind = rng.choice([k for k in RANDOM_KINDS if any(fits(j, *k) for j in jobs)])
         place_fault(rng, jobs, Fault(f"f{number:02d}-{where}-{kind}", where, kind))
     for job in jobs:
         plan_requests(rng, job)
     kills = []
-    for _ in range(RANDOM_KILLS):
+    for _ in range(sizes.random_kills):
         job = pick(rng, jobs, [job for job in jobs if kills_in(job) < KILLS_PER_JOB])
         job["random_kills"] += 1
         kills.append((job["name"], rng.randint(1, epochs_of(job) - 3), rng.uniform(0.0, 1.5)))
     paused = rng.choice(jobs)
     pause = (paused["name"], rng.randint(2, epochs_of(paused) - 3))
-    return Plan(seed, base, twin, jobs, sorted(kills), pause)
+    return Plan(seed, base, storage, twin, jobs, sorted(kills), pause)
 
 
 def pick(rng: random.Random, jobs: list[dict[str, Any]], fitting: list[dict[str, Any]]) -> Any:
@@ -454,7 +493,13 @@ class Chain:
         """Start the driver in a session of its own and follow its lines until it ends."""
         base = self.plan.base
         plan_path = base / f"plan-{label}.json"
-        document = {"base": str(base), "chain": self.number, "chains": CHAINS, "jobs": self.jobs}
+        document = {
+            "base": str(base),
+            "chain": self.number,
+            "chains": CHAINS,
+            "jobs": self.jobs,
+            "storage_options": self.plan.storage.options,
+        }
         plan_path.write_text(json.dumps(document, indent=1))
         stderr_path = base / f"driver-{label}.stderr"
         environment = {**os.environ, "JDK_JAVA_OPTIONS": JAVA_OPTIONS}
@@ -526,10 +571,10 @@ class Chain:
         self.paused_runs.append(run)
         job = run.current_job
         assert job is not None, run.tail()
-        folder = str(job_dir(self.plan.base, job))
+        storage = self.plan.storage.job_storage(job)
         deadline = time.monotonic() + RESUME_TIMEOUT
         while time.monotonic() < deadline:  # the takeover's condition: not a publish's
-            holder = read_holder(CheckpointStorage.from_uri(folder), folder)
+            holder = read_holder(storage, storage.base_path)
             if holder is None or not holder.holds():
                 break
             time.sleep(0.1)
@@ -568,23 +613,29 @@ class Chain:
 
     def damage_lease_after_kill(self, run: DriverRun) -> None:
         """After the plan's first kill: truncate the newest generation of the killed job's
-        lease; its status must still be read, and the next driver takes it over."""
+        lease; its status must still be read, and the next driver takes it over.
+
+        On S3 no crash leaves a torn object (a PUT is whole or absent): there the damage is
+        the same truncated bytes written over the generation's object, as a buggy or
+        foreign writer would leave it."""
         with DAMAGE_LOCK:
-            if DAMAGED_PLANS.get(self.plan.seed) or run.current_job is None:
+            if self.plan.base in DAMAGED_PLANS or run.current_job is None:
                 return
-            DAMAGED_PLANS[self.plan.seed] = True
-        folder = job_dir(self.plan.base, run.current_job)
-        newest = sorted((folder / "_lease").glob("[0-9]*[0-9].json"))
+            DAMAGED_PLANS.add(self.plan.base)
+        storage = self.plan.storage
+        lease = f"chk/{run.current_job}/_lease"
+        newest = storage.files(lease, f"{lease}/[0-9]*[0-9].json")
         if not newest:
             return
-        newest[-1].write_bytes(newest[-1].read_bytes()[: max(1, newest[-1].stat().st_size // 2)])
+        data = storage.read(newest[-1])
+        storage.write(newest[-1], data[: max(1, len(data) // 2)])
         try:
-            said = JobClient(str(self.plan.base / "chk"), run.current_job).status()["status"]
+            said = JobClient(storage.checkpoints(), run.current_job).status()["status"]
         except FlintlockError as error:
             said = f"status failed: {error}"
             self.problems.append(f"{newest[-1]} damaged: {said}")
-        self.damaged.append(f"{newest[-1].relative_to(self.plan.base)} ({said})")
-        self.note(f"DAMAGED {newest[-1].name} of {run.current_job}: status {said}")
+        self.damaged.append(f"{newest[-1]} ({said})")
+        self.note(f"DAMAGED {newest[-1].rsplit('/', 1)[-1]} of {run.current_job}: status {said}")
 
     def kill(self, run: DriverRun, reason: str) -> bool:
         """SIGKILL the driver's process group if it still runs; whether it did."""
@@ -658,12 +709,11 @@ class Chain:
         """Ask for the savepoint or stop and wait for its answer; a quick refusal (the job
         was not running at that moment) is sent again after the next epoch."""
         plan, started = request.plan, time.monotonic()
-        checkpoint_dir = str(self.plan.base / "chk")
         try:
             if plan["via"] == "cli":
-                request.answer = cli_request(plan["action"], checkpoint_dir, plan["job"])
+                request.answer = cli_request(plan["action"], self.plan.storage, plan["job"])
             else:
-                client = JobClient(checkpoint_dir, plan["job"])
+                client = JobClient(self.plan.storage.checkpoints(), plan["job"])
                 action = client.stop if plan["action"] == "stop" else client.savepoint
                 request.answer = action(timeout=REQUEST_TIMEOUT)
             request.state = "answered"
@@ -671,7 +721,9 @@ class Chain:
         except (FlintlockError, RequestFailed) as error:
             text = f"{type(error).__name__}: {error}"
             self.note(f"REFUSED {request.plan['id']} {text}")
-            refused = time.monotonic() - started < REFUSED_WITHIN
+            # refused as sent (no driver held the job): said so, or quick; the CLI's
+            # own start may take longer than REFUSED_WITHIN on a busy machine
+            refused = "request is refused" in text or time.monotonic() - started < REFUSED_WITHIN
             # the run it was sent to was killed, before or after the request reached it
             expired = "its driver is gone" in text or "its last driver," in text
             ended_first = "(recorded FINISHED" in text or (
@@ -692,17 +744,17 @@ class Chain:
         """Kill the driver a random part of an epoch after the request is written and a
         driver runs the job, if the request is still unanswered by then."""
         job = request.plan["job"]
-        control = job_dir(self.plan.base, job) / "_control"
+        storage = self.plan.storage
         deadline = time.monotonic() + REQUEST_TIMEOUT
         run: DriverRun | None = None
         while run is None and time.monotonic() < deadline and request.state != "answered":
             current = self.current_run()  # after a restart: once the new driver has the job
-            if pending_requests(control) and job in current.jobs and current.result is None:
+            if pending_requests(storage, job) and job in current.jobs and current.result is None:
                 run = current
             time.sleep(0.02)
         assert request.kill_after is not None
         time.sleep(request.kill_after * self.typical_epoch())
-        if run is not None and pending_requests(control) and self.kill(run, "while requested"):
+        if run is not None and pending_requests(storage, job) and self.kill(run, "while requested"):
             request.killed = True
             return
         later = self.requests[request.plan["job"]]
@@ -723,13 +775,20 @@ class RequestFailed(Exception):
     """``flintlock stop|savepoint`` exited with an error."""
 
 
-def cli_request(action: str, checkpoint_dir: str, job: str) -> str:
-    """``flintlock stop|savepoint <job folder>``: the savepoint's path it prints."""
-    folder = str(job_dir(Path(checkpoint_dir).parent, job))
-    command = [sys.executable, "-m", "flintlock.cli", action, folder]
+def cli_request(action: str, storage: ChaosStorage, job: str) -> str:
+    """``flintlock stop|savepoint <job folder>``: the savepoint's path it prints. On S3
+    the folder is a plain URI and the store's settings are in the CLI's environment."""
+    command = [sys.executable, "-m", "flintlock.cli", action, storage.uri(f"chk/{job}")]
     command += ["--timeout", str(REQUEST_TIMEOUT)]
+    environment = {**os.environ, **storage.environment()}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=REQUEST_TIMEOUT + 30)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=REQUEST_TIMEOUT + 30,
+            env=environment,
+        )
     except subprocess.TimeoutExpired as error:
         raise RequestFailed(f"flintlock {action} hung") from error
     if done.returncode != 0:
@@ -737,14 +796,10 @@ def cli_request(action: str, checkpoint_dir: str, job: str) -> str:
     return done.stdout.strip()
 
 
-def job_dir(base: Path, job: str) -> Path:
-    """A job's folder in the plan's checkpoint directory (chaos job names need no escape)."""
-    return base / "chk" / job
-
-
-def pending_requests(control: Path) -> list[str]:
+def pending_requests(storage: ChaosStorage, job: str) -> list[str]:
     """Request files in a job's ``_control`` folder without an answer beside them."""
-    names = {path.name for path in control.glob("*.json")}
+    control = f"chk/{job}/_control"
+    names = {path.rsplit("/", 1)[-1] for path in storage.files(control, f"{control}/*.json")}
     return sorted(
         name
         for name in names
@@ -763,8 +818,9 @@ def check_outputs(plan: Plan) -> Check:
         requests = ", ".join(r["action"] for r in job["requests"]) or "no requests"
         label = f"{job['name']} (p={job['parallelism']}, {faults}; {requests})"
         table = pa.table({})
-        if Path(job["output"]).exists():
-            table = ds.dataset(job["output"], format="parquet").to_table()
+        filesystem, output = StorageOptions(plan.storage.options).filesystem(job["output"])
+        if filesystem.get_file_info(output).type == pafs.FileType.Directory:
+            table = ds.dataset(output, filesystem=filesystem, format="parquet").to_table()
         check.table(label, table, job["first_id"], job["rows"])
         if "event_time" in table.column_names:
             ids, times = table.column("id").to_pylist(), table.column("event_time").to_pylist()
@@ -775,23 +831,54 @@ def check_outputs(plan: Plan) -> Check:
     return check
 
 
-def left_behind(base: Path) -> list[str]:
-    """Staged files in FileSink ``_staging-*`` folders and unanswered control requests."""
-    staged = [str(p.relative_to(base)) for p in base.glob("out/*/_staging-*/**/*") if p.is_file()]
+COMMITTED = re.compile(r"out/[^/]+/(part-[^/]+\.parquet|_flintlock/[^/]+\.json)")
+"""What an output holds once every job finished: committed Parquet files (read above)
+and the FileSink's registry of the jobs that write there."""
+
+
+def left_behind(plan: Plan) -> list[str]:
+    """Anything in an output but committed files and the registry (staged files in
+    ``_staging-*`` folders, temporary files), snapshot files no kept checkpoint refers to,
+    unanswered control requests, and multipart uploads under the plan's prefix never
+    completed nor aborted (S3)."""
+    storage = plan.storage
+    stray = [path for path in storage.files("out") if not COMMITTED.fullmatch(path)]
+    names = [job["name"] for job in [plan.twin, *plan.jobs]]
+    snapshots = [path for name in names for path in unreferenced_snapshots(storage, name)]
     requests = [
-        f"chk/{control.parent.name}/_control/{name}"
-        for control in base.glob("chk/*/_control")
-        for name in pending_requests(control)
+        f"chk/{name}/_control/{request}"
+        for name in names
+        for request in pending_requests(storage, name)
     ]
-    return sorted(staged) + requests
+    uploads = [f"multipart upload of {key}" for key in storage.pending_uploads()]
+    return stray + snapshots + requests + uploads
+
+
+def unreferenced_snapshots(storage: ChaosStorage, job: str) -> list[str]:
+    """Files in a run's checkpoint folders (``<run id>/chk-<N>/``) outside every snapshot
+    folder that the acknowledgements of the job's kept checkpoints name: snapshots of
+    checkpoints that never completed, or were replaced, and were not cleaned up."""
+    folder = f"chk/{job}"
+    referenced = set()
+    for metadata in storage.files(f"{folder}/checkpoints", "*/_metadata.json"):
+        for acknowledgement in json.loads(storage.read(metadata)).get("acknowledgements", []):
+            manifest = acknowledgement["manifest_path"]
+            referenced.add(manifest[manifest.index(f"/{folder}/") + 1 :].rsplit("/", 1)[0] + "/")
+    snapshot = re.compile(rf"{re.escape(folder)}/[0-9a-f]{{12}}/chk-\d+/.*")
+    return [
+        path
+        for path in storage.files(folder)
+        if snapshot.fullmatch(path) and not path.startswith(tuple(referenced))
+    ]
 
 
 def job_statuses(plan: Plan) -> dict[str, str]:
     """Each job's status in its result store (``_result.json``)."""
     statuses = {}
     for job in [plan.twin, *plan.jobs]:
-        path = job_dir(plan.base, job["name"]) / "_result.json"
-        statuses[job["name"]] = json.loads(path.read_text())["status"] if path.exists() else "-"
+        path = f"chk/{job['name']}/_result.json"
+        exists = plan.storage.exists(path)
+        statuses[job["name"]] = json.loads(plan.storage.read(path))["status"] if exists else "-"
     return statuses
 
 
@@ -809,7 +896,31 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     seed = chaos_seed()
     with capsys.disabled():
         print(f"\nchaos-unbounded seed={seed} (set {SEED_VARIABLE}={seed} to run this plan again)")
-    plan = make_plan(seed, tmp_path)
+    run_plan(make_plan(seed, tmp_path), "chaos-unbounded", capsys)
+
+
+@pytest.mark.slow
+def test_every_row_exactly_once_in_unbounded_jobs_on_s3_under_random_faults(
+    tmp_path: Path, s3: S3Server, s3_folder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One seeded plan with every job's checkpoint directory and FileSink output on the S3
+    server: plain ``s3://`` URIs, the store's settings as ``storage_options`` in the
+    drivers' plan. Every fault kind of the disk suite applies (all kill processes or fail
+    calls, none touches a local file by path); the lease damage writes the truncated
+    bytes over the generation's object. Smaller: ``ON_S3``."""
+    seed = chaos_seed()
+    with capsys.disabled():
+        print(
+            f"\nchaos-unbounded-s3 seed={seed} (set {SEED_VARIABLE}={seed} to run this plan again)"
+        )
+    secret = f"secret-{uuid.uuid4().hex}"  # looked for in what the drivers print
+    storage = ChaosStorage(s3.plain_uri(s3_folder), s3.storage_options(secret))
+    run_plan(make_plan(seed, tmp_path, storage, ON_S3), "chaos-unbounded-s3", capsys)
+
+
+def run_plan(plan: Plan, suite: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run both chains of ``plan`` to the end, then judge the outputs, folders and faults."""
+    seed, tmp_path = plan.seed, plan.base
     chains = [Chain(plan, number) for number in range(CHAINS)]
     started = time.perf_counter()
 
@@ -882,15 +993,19 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     if set(statuses.values()) != {"FINISHED"}:
         problems.append(f"job result stores: {statuses}")
     check = check_outputs(plan)
-    left = left_behind(tmp_path)
+    left = left_behind(plan)
     if left:
         problems.append(f"left behind after every job finished: {left}")
+    secret = plan.storage.options.get("aws_secret_access_key")
+    logs = [*tmp_path.glob("driver-*.stderr"), *tmp_path.glob("timeline-*.txt")]
+    if secret and any(secret in log.read_text() for log in logs):
+        problems.append("the storage options' secret is in what a driver printed")
     kinds = ", ".join(f"{n} {name}" for name, n in tally.most_common())
     actions = Counter(r.plan["action"] for r in requests if r.state == "answered")
     if not actions:  # kills of a seed may end every try of one kind: each seed asks both
         problems.append("no stop and no savepoint request was answered")
     summary = (
-        f"chaos-unbounded seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
+        f"{suite} seed={seed}: {len(runs)} driver runs, {faults} faults ({kinds}), "
         f"{actions['stop']} stops and {actions['savepoint']} savepoints answered "
         f"({len(unsent)} not sent: their job ended first; {len(excused)} of them carried a "
         f"kill that could not fire), "
@@ -908,9 +1023,12 @@ def test_every_row_exactly_once_in_unbounded_jobs_under_random_faults(
     assert faults >= 20, detail
 
 
-def test_every_seed_plans_each_unbounded_fault_within_the_retry_budgets(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sizes", [ON_DISK, ON_S3], ids=["disk", "s3"])
+def test_every_seed_plans_each_unbounded_fault_within_the_retry_budgets(
+    tmp_path: Path, sizes: Sizes
+) -> None:
     for seed in range(300):
-        plan = make_plan(seed, tmp_path)
+        plan = make_plan(seed, tmp_path, sizes=sizes)
         planned = Counter((f.where, f.kind) for f in plan.faults())
         pending = [r for r in plan.requests() if r["kill"] == "kill_while_requested"]
         planned[("request", "kill_while_requested")] = len(pending)
@@ -942,3 +1060,47 @@ def test_every_seed_plans_each_unbounded_fault_within_the_retry_budgets(tmp_path
         assert plan.planned_kills() == len(plan.random_kills) + sum(
             f.kind in KILL_KINDS for f in plan.faults()
         ) + len(pending)
+
+
+def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_folder: str) -> None:
+    """The end's check of the S3 suite finds each kind of leftover through the plan's
+    storage options: a staged file, a temporary file beside the registry, a snapshot no
+    kept checkpoint names, a request without an answer and a multipart upload never
+    completed; committed files, the registry, a kept checkpoint's snapshot and answered
+    requests are not leftovers."""
+    storage = ChaosStorage(s3.plain_uri(s3_folder), s3.storage_options())
+    plan = make_plan(7, tmp_path, storage, ON_S3)
+    for path in [
+        "out/chaos-u00/part-r1-chk1-0-0.parquet",
+        "out/chaos-u00/_flintlock/j1.json",
+        "out/chaos-u00/_staging-j1/r1-chk3-0-7-0.parquet",
+        "out/chaos-u01/_flintlock/j2.json.1a2b3c4d.inprogress",
+        "chk/chaos-u02/_control/001-answered.json",
+        "chk/chaos-u02/_control/001-answered.answer.json",
+        "chk/chaos-u02/_control/002-waiting.json",
+        "chk/chaos-u02/0123456789ab/chk-4/map/0-3/_task.json",
+        "chk/chaos-u02/0123456789ab/chk-5/map/0-5/_task.json",
+        "chk/chaos-u02/0123456789ab/chk-5/map/0-5/map/state.arrow",
+    ]:
+        storage.write(path, b"{}")
+    manifest = storage.path("chk/chaos-u02/0123456789ab/chk-5/map/0-5/_task.json")
+    metadata = {"kind": "checkpoint", "acknowledgements": [{"manifest_path": manifest}]}
+    storage.write("chk/chaos-u02/checkpoints/chk-5/_metadata.json", json.dumps(metadata).encode())
+    bucket, _, prefix = storage.filesystem()[1].partition("/")
+    client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=f"http://{s3.endpoint}",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    client.create_multipart_upload(Bucket=bucket, Key=f"{prefix}/out/chaos-u03/_staging-j3/x")
+
+    assert left_behind(plan) == [
+        "out/chaos-u00/_staging-j1/r1-chk3-0-7-0.parquet",
+        "out/chaos-u01/_flintlock/j2.json.1a2b3c4d.inprogress",
+        "chk/chaos-u02/0123456789ab/chk-4/map/0-3/_task.json",
+        "chk/chaos-u02/_control/002-waiting.json",
+        f"multipart upload of {prefix}/out/chaos-u03/_staging-j3/x",
+    ]
+    assert job_statuses(plan)["chaos-u02"] == "-"

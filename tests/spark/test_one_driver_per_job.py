@@ -26,6 +26,7 @@ from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import JobClient
+from flintlock.core.job.control import JobControl
 from flintlock.core.job.lease import generation_path, read_holder, read_state
 from flintlock.errors import CheckpointError, CommitError, JobControlError, LeaseLostError
 
@@ -138,6 +139,35 @@ def test_a_driver_whose_lease_is_taken_over_commits_nothing_more(
     final = f"chk-{result.checkpoint_id}"
     expected = ["checkpoints/chk-3", f"checkpoints/{final}", f"{result.run_id}/{final}"]
     assert snapshots == sorted(expected)
+
+
+def test_a_driver_whose_lease_is_taken_over_before_a_savepoint_stops_there(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A savepoint request's epoch whose publish finds the lease taken over ends the run
+    with the LeaseLostError, as a checkpoint's does: a failed savepoint fails only its
+    request while the run may go on, and this one may not (the S3 chaos suite, seed 303:
+    a stale driver ran another epoch from a checkpoint its successor had removed)."""
+    base = str(tmp_path)
+    job = tmp_path / "chk" / "unbounded"
+    asked: list[str] = []
+
+    def ask_then_take_over(figures: dict[str, Any]) -> None:
+        if figures["epoch"] == 2:  # a savepoint is asked, then the lease is taken over
+            control = JobControl(JobClient(f"{base}/chk", "unbounded")._folder())
+            asked.append(control.request("savepoint").request_id)
+            state = read_state(CheckpointStorage.from_uri(str(job)), str(job))
+            assert state is not None and state.holder is not None
+            path = Path(generation_path(str(job), state.generation + 1))
+            holder = asdict(state.holder) | {"generation": state.generation + 1}
+            holder |= {"run_id": "intruder", "host": "elsewhere", "renewed": time.time() + 3600}
+            path.write_text(json.dumps(holder))
+
+    env = build(spark, base, end=3000, lease_seconds=0.2)
+    with pytest.raises(LeaseLostError, match="taken over by run intruder") as failure:
+        env.execute("unbounded", progress=ask_then_take_over)
+    assert "stops before it completes the savepoint 3" in str(failure.value)
+    assert asked and data_ids(base) == list(range(600))  # nothing after the takeover
 
 
 def test_a_driver_paused_between_its_check_and_its_publish_publishes_nothing(
