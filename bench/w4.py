@@ -88,6 +88,14 @@ def flintlock_run(spark: Any, rows: int, per_checkpoint: int, sink: Any, scratch
     return result.epochs
 
 
+def write_parts(table: pa.Table, files: int, filesystem: Any, folder: str) -> None:
+    """The plain write of ``table`` as ``files`` Parquet files of equal rows."""
+    size = -(-table.num_rows // files)
+    for number in range(files):
+        part = table.slice(number * size, size)
+        pq.write_table(part, f"{folder}/part-{number}.parquet", filesystem=filesystem)
+
+
 class Targets:
     """Per system: a fresh sink for flintlock, its plain write, and a row count read back."""
 
@@ -165,10 +173,7 @@ class Targets:
             import pyarrow.fs as pafs
 
             filesystem, folder = pafs.FileSystem.from_uri(self.s3_uri("plain"))
-            size = -(-table.num_rows // self.s3_files)
-            for number in range(self.s3_files):
-                part = table.slice(number * size, size)
-                pq.write_table(part, f"{folder}/part-{number}.parquet", filesystem=filesystem)
+            write_parts(table, self.s3_files, filesystem, folder)
         elif system == "delta":
             import deltalake
 

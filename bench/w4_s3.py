@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import w4
 from pyspark import cloudpickle
 from s3_commit import moto_server
@@ -111,10 +110,7 @@ class S3Targets:
     def plain_write(self, system: str, table: pa.Table) -> None:
         if system == "files":
             filesystem, folder = self.options.filesystem(self.uri("plain"))
-            size = -(-table.num_rows // self.files)
-            for number in range(self.files):
-                part = table.slice(number * size, size)
-                pq.write_table(part, f"{folder}/part-{number}.parquet", filesystem=filesystem)
+            w4.write_parts(table, self.files, filesystem, folder)
         elif system == "delta":
             import deltalake
 

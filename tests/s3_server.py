@@ -15,6 +15,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
@@ -51,6 +52,31 @@ class S3Server:
             "aws_endpoint_url": f"http://{self.endpoint}",
             "aws_region": "us-east-1",
         }
+
+    def delta_options(self, **more: str) -> dict[str, str]:
+        """delta-rs storage options for this server, in delta-rs's own upper-case keys as
+        a DeltaSink user writes them, and ``more``; requests fail in seconds."""
+        return {
+            "AWS_ENDPOINT_URL": f"http://{self.endpoint}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+            "max_retries": "1",  # a request that never completes fails in seconds
+            **more,
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client of this server (for what pyarrow cannot ask of it)."""
+        import boto3
+
+        return boto3.session.Session().client(
+            "s3",
+            endpoint_url=f"http://{self.endpoint}",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def plain_uri(self, path: str = "") -> str:
         """``s3://bucket/path`` with nothing else: storage options say the rest."""

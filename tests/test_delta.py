@@ -253,15 +253,7 @@ def test_a_sink_on_s3_reaches_the_table_with_its_storage_options(
     files and the committer's log both reach the endpoint of ``storage_options`` (delta-rs
     commits each log entry by a conditional put, If-None-Match)."""
     uri = f"s3://{BUCKET}/{s3_folder}/t"
-    options = {
-        "AWS_ENDPOINT_URL": f"http://{s3.endpoint}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "aws_conditional_put": "etag",
-        "max_retries": "1",  # a request that never completes fails in seconds
-    }
+    options = s3.delta_options(aws_conditional_put="etag")
     job = Job(tmp_path, DeltaSink(uri, storage_options=options))
     assert job.sink.table() is None  # no table yet: answered, not retried for minutes
     job.sink.prepare_output(job.context(1))

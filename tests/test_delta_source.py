@@ -106,14 +106,7 @@ def test_a_table_on_s3_is_read_with_its_storage_options(s3: S3Server, s3_folder:
     """On a real S3 server (moto), the table is found and its files are read at the
     endpoint of ``storage_options`` (not pyarrow's default, AWS)."""
     uri = f"s3://{BUCKET}/{s3_folder}/t"
-    options = {
-        "AWS_ENDPOINT_URL": f"http://{s3.endpoint}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "max_retries": "1",  # a request that never completes fails in seconds
-    }
+    options = s3.delta_options()
     write_deltalake(uri, rows([1, 2, 3]), partition_by=["day"], storage_options=options)
     source = DeltaSource(uri, storage_options=options)
     assert [row["id"] for row in read_all(source, 2)] == [1, 2, 3]

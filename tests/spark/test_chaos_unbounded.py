@@ -62,7 +62,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -1087,13 +1086,7 @@ def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_fol
     metadata = {"kind": "checkpoint", "acknowledgements": [{"manifest_path": manifest}]}
     storage.write("chk/chaos-u02/checkpoints/chk-5/_metadata.json", json.dumps(metadata).encode())
     bucket, _, prefix = storage.filesystem()[1].partition("/")
-    client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=f"http://{s3.endpoint}",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = s3.client()
     client.create_multipart_upload(Bucket=bucket, Key=f"{prefix}/out/chaos-u03/_staging-j3/x")
 
     assert left_behind(plan) == [

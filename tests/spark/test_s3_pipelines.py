@@ -19,7 +19,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import s3_jobs
 import unbounded_jobs
@@ -53,13 +52,7 @@ def places_for(
 def test_the_server_refuses_a_second_create_of_a_key_with_412(s3: S3Server) -> None:
     """Everything else rests on it: PutObject with If-None-Match: * of a key that is
     there is refused (412), not taken as an overwrite (some emulators ignore it)."""
-    client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=f"http://{s3.endpoint}",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = s3.client()
     key = f"create-once-{uuid.uuid4().hex}"
     client.put_object(Bucket=BUCKET, Key=key, Body=b"first", IfNoneMatch="*")
     with pytest.raises(ClientError) as refused:
