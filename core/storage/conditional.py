@@ -104,7 +104,7 @@ def _replace_on_s3(
             current, condition = answer["Body"].read(), {"IfMatch": answer["ETag"]}
         except client_error as error:
             if _status(error) != 404:
-                raise _failure(error, f"s3://{path} cannot be read") from error
+                raise s3_failure(error, f"s3://{path} cannot be read") from error
             current, condition = None, {"IfNoneMatch": "*"}
         if not may_replace(current):
             return False
@@ -113,7 +113,7 @@ def _replace_on_s3(
             return True
         except client_error as error:
             if _status(error) not in (409, 412):
-                raise _failure(error, f"s3://{path} cannot be replaced") from error
+                raise s3_failure(error, f"s3://{path} cannot be replaced") from error
     raise CheckpointError(
         f"s3://{path} changed under each of {SWAP_TRIES} tries to replace it: another "
         f"writer keeps writing it"
@@ -129,7 +129,7 @@ PASSING = (500, 502, 503, 504)
 """HTTP statuses of a store's passing fault."""
 
 
-def _failure(error: Any, what: str) -> Exception:
+def s3_failure(error: Any, what: str) -> Exception:
     """A failed S3 request as flintlock raises it: a passing fault (boto3 tried it a few
     times already) as an OSError worded so that the caller's ``retrying`` tries again;
     any other as a CheckpointError naming the object."""
@@ -184,7 +184,7 @@ def _create_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes) -> bool
     except client_error as error:
         if _status(error) in (409, 412):  # PreconditionFailed; ConditionalRequestConflict
             return False
-        raise _failure(error, f"s3://{path} cannot be created") from error
+        raise s3_failure(error, f"s3://{path} cannot be created") from error
     return True
 
 

@@ -9,12 +9,10 @@ or none, so a write needs no temporary name either.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock.core.storage.conditional import PASSING, s3_client
+from flintlock.core.storage.conditional import s3_client, s3_failure
 
 OBJECT_STORES = (pafs.S3FileSystem, pafs.GcsFileSystem)
 """File systems whose folders are only key prefixes, and whose uploads appear whole."""
@@ -47,10 +45,7 @@ def _put_on_s3(filesystem: pafs.S3FileSystem, path: str, data: bytes | pa.Buffer
     try:
         s3_client(filesystem).put_object(Bucket=bucket, Key=key, Body=body)
     except botocore.exceptions.ClientError as error:
-        status: Any = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        passing = status in PASSING or error.response.get("Error", {}).get("Code") == "SlowDown"
-        raise OSError(
-            f"{'HTTP status ' + str(status) if passing else 'S3 refused the write'}: {error}"
-        ) from error
+        failure = s3_failure(error, f"s3://{path} cannot be written")
+        raise OSError(str(failure)) from error  # ``retrying`` retries or names the file
     except botocore.exceptions.BotoCoreError as error:  # a dropped connection, a timeout
         raise OSError(f"NETWORK_CONNECTION: {error}") from error

@@ -34,10 +34,17 @@ def print_result(result: dict[str, Any]) -> None:
     print("RESULT " + json.dumps(result))
 
 
-def run_script(script: Path, base: Path) -> dict[str, Any]:
-    """Run ``script base`` in a new Python process; its RESULT, or fail with its output."""
+def run_script(
+    script: Path, *arguments: object, env: dict[str, str] | None = None, timeout: int = 600
+) -> dict[str, Any]:
+    """Run ``script`` with ``arguments`` in a new Python process (environment ``env``, else
+    this one's); its RESULT, or fail with its output."""
     done = subprocess.run(
-        [sys.executable, str(script), str(base)], capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]

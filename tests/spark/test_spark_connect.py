@@ -4,13 +4,11 @@ On a Connect server in local mode, and on one whose master is the standalone clu
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from job_scripts import run_script
 from spark_cluster import StandaloneCluster, cluster_environment
 
 SCRIPT = Path(__file__).with_name("connect_job.py")
@@ -28,16 +26,7 @@ def expected_w1(n: int) -> tuple[int, float]:
 
 def run_connect_job(*arguments: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """connect_job.py's RESULT document."""
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-5000:]
-    return dict(json.loads(lines[-1].removeprefix("RESULT ")))
+    return run_script(SCRIPT, *arguments, env=env)
 
 
 def test_w1_over_spark_connect(tmp_path: Path) -> None:

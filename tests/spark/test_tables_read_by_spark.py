@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from delta_tables import read_delta
+from job_scripts import run_script
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
 from flintlock.sinks.delta import DeltaSink
@@ -83,16 +84,7 @@ def run_spark(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
     environment["PYTHONPATH"] = str(reader_pyspark())
     environment["PYSPARK_PYTHON"] = sys.executable
-    done = subprocess.run(
-        [sys.executable, str(script), str(plan_file)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=environment,
-    )
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and results, done.stdout[-2000:] + done.stderr[-4000:]
-    return json.loads(results[-1].removeprefix("RESULT "))
+    return run_script(script, plan_file, env=environment, timeout=900)
 
 
 def write_in_epochs(spark: Any, base: Path, name: str, sink: Any) -> None:
