@@ -82,12 +82,16 @@ class FaultInjectingProxy:
         """Operation -> how many requests of it arrived (forwarded or answered)."""
         self.requests: list[tuple[str, str]] = []
         """(operation, path) of every request, in order of arrival."""
+        self.targets: list[tuple[str, str, float]] = []
+        """(operation, path and query, ``time.monotonic()``) of every request, in order
+        of arrival."""
         self.upstream_seconds: Counter[str] = Counter()
         """Operation -> seconds its forwarded requests took at the server, all told."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else a small answer waits 40 ms for an ACK
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -99,6 +103,7 @@ class FaultInjectingProxy:
                 with proxy.lock:
                     proxy.counts[operation] += 1
                     proxy.requests.append((operation, urlsplit(self.path).path))
+                    proxy.targets.append((operation, self.path, time.monotonic()))
                 status = proxy.take_fault(operation, self.path)
                 if status is not None:
                     self._answer_error(status)

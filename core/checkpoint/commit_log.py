@@ -104,7 +104,7 @@ class CommitLog:
         self.storage.create_json_once(self.path_of(checkpoint_id), document)
         self._ids = sorted([*ids, checkpoint_id])
         for old in self._ids[:-KEPT_ENTRIES]:
-            self.storage.filesystem.delete_file(self.path_of(old))
+            self.storage.delete_file(self.path_of(old))
         self._ids = self._ids[-KEPT_ENTRIES:]
 
     def check_resumable(self, latest_id: int | None, what: str) -> None:

@@ -74,6 +74,8 @@ class CheckpointCoordinator:
         self.job_name = folder.job_name
         self.directory = folder.checkpoints
         self.commit_log = CommitLog(folder)
+        self._documents: dict[str, dict[str, Any]] = {}  # folder -> its metadata, read
+        # once: created once, never changed (a request each on an object store)
 
     def complete(
         self,
@@ -144,7 +146,7 @@ class CheckpointCoordinator:
         except CheckpointError as error:
             if savepoint_metadata is not None:  # no savepoint of a checkpoint that failed
                 try:
-                    self.storage.filesystem.delete_file(savepoint_metadata)
+                    self.storage.delete_file(savepoint_metadata)
                 except OSError as cleanup:
                     if hasattr(error, "add_note"):  # Python 3.11+; 3.10 keeps the error as is
                         error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
@@ -199,11 +201,16 @@ class CheckpointCoordinator:
 
     def _completed_document(self, folder: str) -> dict[str, Any] | None:
         """The metadata of the checkpoint in ``folder``; None if it has none or is a fence."""
+        if folder in self._documents:
+            return self._documents[folder]
         path = f"{folder}/{METADATA}"
-        if not self.storage.exists(path):
+        document = self.storage.read_json(path, if_there=True)
+        if document is None or is_fence(document):
             return None
-        document = self.storage.read_json(path)
-        return None if is_fence(document) else document
+        if not isinstance(document, dict):
+            raise CheckpointError(f"the checkpoint metadata {path} is damaged: not an object")
+        self._documents[folder] = document
+        return document
 
     def commit(
         self, checkpoint: CompletedCheckpoint, sinks: dict[str, TwoPhaseCommitSink[Any, Any]]
@@ -280,7 +287,8 @@ class CheckpointCoordinator:
         for checkpoint_id in sorted(completed, reverse=True)[keep:]:
             folder = self.folder.checkpoint_dir(checkpoint_id)
             checkpoint = self._read(checkpoint_id, folder)
-            self.storage.filesystem.delete_file(f"{folder}/{METADATA}")
+            self._documents.pop(folder, None)
+            self.storage.delete_file(f"{folder}/{METADATA}")
             for leftover in (
                 self.folder.run_checkpoint_dir(checkpoint.run_id, checkpoint_id),
                 folder,
@@ -317,7 +325,7 @@ class CheckpointCoordinator:
                     if entry.type == pafs.FileType.Directory:
                         self.storage.delete_dir(entry.path)
                     else:
-                        self.storage.filesystem.delete_file(entry.path)
+                        self.storage.delete_file(entry.path)
                     removed.append(entry.path)
         return removed
 
@@ -351,7 +359,7 @@ class CheckpointCoordinator:
         """Checkpoint ``checkpoint_id`` from its metadata (``document`` if read already)."""
         path = f"{folder}/{METADATA}"
         if document is None:
-            document = self.storage.read_json(path)
+            document = self._completed_document(folder) or self.storage.read_json(path)
         try:
             if document["job_name"] != self.job_name or document["job_id"] != self.folder.job_id:
                 raise CheckpointError(
@@ -370,8 +378,8 @@ class CheckpointCoordinator:
                 bool(document["final"]),
                 acknowledgements,
                 dict(document["committables"]),
-                self.storage.exists(f"{folder}/{COMMITTED}")
-                or self.commit_log.contains(checkpoint_id),
+                self.commit_log.contains(checkpoint_id)
+                or self.storage.exists(f"{folder}/{COMMITTED}"),
                 str(savepoint) if savepoint is not None else None,
                 dict(document.get("sources") or {}),
             )

@@ -138,9 +138,9 @@ class JobFolder:
     def read_record(self) -> JobRecord | None:
         """How the last run ended (or that it is running), if any run was recorded."""
         path = f"{self.path}/{RESULT}"
-        if not self.storage.exists(path):
+        document = self.storage.read_json(path, if_there=True)
+        if document is None:
             return None
-        document = self.storage.read_json(path)
         try:
             if document["job_id"] != self.job_id:
                 raise CheckpointError(

@@ -17,10 +17,11 @@ from flintlock.core.errors import StorageError
 
 T = TypeVar("T")
 
-ATTEMPTS = 4
-"""Tries of one storage call before its transient error is kept."""
+ATTEMPTS = 6
+"""Tries of one storage call before its transient error is kept: the only retries of
+a whole-object read, write or delete on S3 (core/storage/whole_objects.py)."""
 FIRST_PAUSE = 0.05
-"""Seconds before the second try; each later pause doubles (0.05, 0.1, 0.2: 0.35 s in all)."""
+"""Seconds before the second try; each later pause doubles (0.05 ... 0.8: 1.55 s in all)."""
 
 TRANSIENT_MARKERS = (
     # the AWS SDK's error kinds, as pyarrow's S3 file system words them

@@ -20,7 +20,13 @@ from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.errors import CheckpointError, StorageError
 from flintlock.core.storage.conditional import create_once, replace_if
 from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
-from flintlock.core.storage.uploads import is_object_store, put
+from flintlock.core.storage.whole_objects import (
+    delete,
+    delete_tree,
+    get,
+    is_object_store,
+    put,
+)
 from flintlock.core.task_info import TaskInfo
 
 
@@ -59,6 +65,10 @@ def list_folder(
     return retrying(folder, "list", lambda: filesystem.get_file_info(selector))
 
 
+MAX_SIZES_KEPT = 10_000
+"""Sizes of written files ``CheckpointStorage`` keeps for ``written_size`` at most."""
+
+
 class CheckpointStorage:
     """Reads and writes snapshot files under ``base_path`` of a pyarrow file system."""
 
@@ -82,6 +92,9 @@ class CheckpointStorage:
         )
         """What turns a path on this storage back into the URI it came from (``s3://``;
         nothing for a local path)."""
+        self._sizes: dict[str, int] = {}
+        """Sizes of the Arrow files this process wrote to an object store, until asked
+        (``written_size``): a lookup per file is a request there."""
 
     @classmethod
     def from_uri(cls, uri: str, options: StorageOptions = NO_OPTIONS) -> CheckpointStorage:
@@ -132,18 +145,28 @@ class CheckpointStorage:
         return retrying(path, "write", lambda: self._write_ipc(path, table))
 
     def _write_ipc(self, path: str, table: pa.Table) -> int:
-        if is_object_store(self.filesystem):  # one request (core/storage/uploads.py)
+        if is_object_store(self.filesystem):  # one request (core/storage/whole_objects.py)
             buffer = pa.BufferOutputStream()
             with pa.ipc.new_file(buffer, table.schema) as writer:
                 writer.write_table(table)
             data = buffer.getvalue()
             put(self.filesystem, path, data)
+            self._remember_size(path, len(data))
             return len(data)
         self._make_parent(path)
         with self.filesystem.open_output_stream(path) as sink:
             with pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
             return int(sink.tell())
+
+    def _remember_size(self, path: str, size: int) -> None:
+        if len(self._sizes) >= MAX_SIZES_KEPT:
+            self._sizes.clear()
+        self._sizes[path] = size
+
+    def written_size(self, path: str) -> int | None:
+        """The size of ``path`` if this process wrote it to an object store (told once)."""
+        return self._sizes.pop(path, None)
 
     def read_table(self, path: str) -> pa.Table:
         """Read an Arrow IPC file written by ``write_table``; a damaged file names itself."""
@@ -168,6 +191,8 @@ class CheckpointStorage:
             raise CheckpointError(f"the Arrow file {path} is damaged: {error}") from error
 
     def _read_ipc(self, path: str) -> pa.Table:
+        if is_object_store(self.filesystem):  # one request, not a lookup and a read
+            return pa.ipc.open_file(pa.py_buffer(get(self.filesystem, path))).read_all()
         with self.filesystem.open_input_file(path) as source:
             return pa.ipc.open_file(source).read_all()
 
@@ -198,7 +223,8 @@ class CheckpointStorage:
         if isinstance(stream, pa.BufferOutputStream):
             data = stream.getvalue()
             if written:
-                put(self.filesystem, path, data)
+                retrying(path, "write", lambda: put(self.filesystem, path, data))
+                self._remember_size(path, len(data))
             return
         stream.close()
 
@@ -250,11 +276,15 @@ class CheckpointStorage:
 
         return retrying(path, "replace", lambda: replace_if(self.filesystem, path, data, check))
 
-    def read_json(self, path: str) -> Any:
-        """Read a JSON document written by ``write_json``; a damaged one names its file."""
+    def read_json(self, path: str, *, if_there: bool = False) -> Any:
+        """Read a JSON document written by ``write_json``; a damaged one names its file.
+        ``if_there``: None if there is no file (one request on an object store, where
+        ``exists`` and a read would take two)."""
         try:
             data = retrying(path, "read", lambda: self._read_bytes(path))
         except FileNotFoundError as error:
+            if if_there:
+                return None
             raise CheckpointError(f"the file {path} is missing") from error
         try:
             return json.loads(data)
@@ -269,15 +299,15 @@ class CheckpointStorage:
         return bool(info.type == pafs.FileType.File)
 
     def delete_dir(self, path: str) -> None:
-        """Remove a folder and everything in it, if it exists."""
-        info = retrying(path, "look up", lambda: self.filesystem.get_file_info(path))
-        if info.type == pafs.FileType.Directory:
-            retrying(path, "delete", lambda: self.filesystem.delete_dir(path))
+        """Remove a folder and everything in it, if it exists (two requests on S3)."""
+        retrying(path, "delete", lambda: delete_tree(self.filesystem, path))
+
+    def delete_file(self, path: str) -> None:
+        """Remove a file if it is there (one request on S3)."""
+        retrying(path, "delete", lambda: delete(self.filesystem, path))
 
     def _read_bytes(self, path: str) -> bytes:
-        with self.filesystem.open_input_stream(path) as source:
-            data: bytes = source.read()
-            return data
+        return get(self.filesystem, path)
 
     def _make_parent(self, path: str) -> None:
         if is_object_store(self.filesystem):

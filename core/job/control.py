@@ -157,9 +157,7 @@ class JobControl:
     def remove(self, request_id: str) -> None:
         """Delete a request and its answer (the requester, once it has the answer)."""
         for name in (f"{request_id}.json", f"{request_id}{ANSWER}"):
-            info = self.storage.filesystem.get_file_info(f"{self.directory}/{name}")
-            if info.type == pafs.FileType.File:
-                self.storage.filesystem.delete_file(info.path)
+            self.storage.delete_file(f"{self.directory}/{name}")
 
     # ---- the job master's side ----
 
@@ -215,11 +213,11 @@ class JobControl:
             request_id = name.removesuffix(ANSWER).removesuffix(".json")
             request = f"{self.directory}/{request_id}.json"
             try:
-                document = self.storage.read_json(request) if self.storage.exists(request) else {}
+                document = self.storage.read_json(request, if_there=True) or {}
             except CheckpointError:
                 document = {}  # damaged: it cannot belong to this run
             if not isinstance(document, dict) or document.get("run_id") != run_id:
-                self.storage.filesystem.delete_file(path)
+                self.storage.delete_file(path)
                 removed.append(path)
         return removed
 
@@ -251,8 +249,9 @@ class JobControl:
     # ---- status ----
 
     def write_status(self, document: dict[str, Any]) -> None:
-        """The job's status file (``flintlock status``): state, epochs, savepoints."""
-        self.folder.fence("writes the job's status")
+        """The job's status file (``flintlock status``): state, epochs, savepoints.
+        Fenced by the write itself (no newer generation's status is replaced), so no
+        lease check before it (a request less per epoch on an object store)."""
         epochs = document.get("epochs", [])
         generation = self.folder.generation
         document = {**document, "epochs": epochs[-KEPT_EPOCHS:], "lease_generation": generation}

@@ -314,13 +314,17 @@ class JobLease:
                 )
 
     def _verify(self) -> None:
-        """Set ``lost`` if a newer generation exists, or renewals lapsed."""
-        state = read_state(self.storage, self.folder)
-        if state is None or state.generation < self.generation:
-            self.lost = "its generation was removed"
-        elif state.generation > self.generation:
-            taker = state.holder.describe() if state.holder else f"generation {state.generation}"
+        """Set ``lost`` if a newer generation exists, or renewals lapsed: one listing of
+        ``_lease/`` (generations are created once, so their names say it all); the newer
+        holder's file is read only to name it."""
+        found = generations(self.storage, self.folder)
+        if found and found[-1] > self.generation:
+            state = read_state(self.storage, self.folder)
+            holder = state.holder if state is not None else None
+            taker = holder.describe() if holder else f"generation {found[-1]}"
             self.lost = f"it was taken over by {taker}"
+        elif self.generation not in found:
+            self.lost = "its generation was removed"
         elif time.monotonic() - self._renewed_at >= self.ttl_seconds:
             self.lost = f"it was not renewed for {self.ttl_seconds:.0f} s"
 
@@ -358,7 +362,7 @@ class JobLease:
         for old in generations(self.storage, self.folder)[:-KEPT_GENERATIONS]:
             for path in (generation_path(self.folder, old), heartbeat_path(self.folder, old)):
                 with contextlib.suppress(OSError):
-                    self.storage.filesystem.delete_file(path)
+                    self.storage.delete_file(path)
 
     # ---- releasing ----
 
@@ -386,7 +390,5 @@ class JobLease:
                     generation_path(self.folder, self.generation + 1), released
                 )
                 with contextlib.suppress(OSError):
-                    self.storage.filesystem.delete_file(
-                        heartbeat_path(self.folder, self.generation)
-                    )
+                    self.storage.delete_file(heartbeat_path(self.folder, self.generation))
             self.lost = "it was released"

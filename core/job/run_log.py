@@ -92,7 +92,7 @@ class RunLog:
         """Delete all but the newest ``KEPT_EPOCHS`` epoch files."""
         storage = self.folder.storage
         for path in _json_files(storage, f"{self.path}/epochs")[:-KEPT_EPOCHS]:
-            storage.filesystem.delete_file(path)
+            storage.delete_file(path)
 
 
 def record_failure(folder: JobFolder, run_id: str, error: BaseException) -> None:

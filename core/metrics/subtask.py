@@ -58,7 +58,8 @@ def watermark_or_none(timestamp: int) -> int | None:
 def state_sizes(
     storage: CheckpointStorage, snapshots: dict[str, OperatorSnapshot]
 ) -> dict[str, int]:
-    """Bytes of each operator's state files in the snapshot (one listing call for all)."""
+    """Bytes of each operator's state files in the snapshot (one listing call for those
+    whose size the storage does not know from writing them)."""
     paths: dict[str, str] = {}
     for name, snapshot in snapshots.items():
         files = [f.path for f in [*snapshot.keyed, *snapshot.operator_state]]
@@ -66,6 +67,10 @@ def state_sizes(
             files.append(snapshot.timers)
         paths.update(dict.fromkeys(files, name))
     sizes = dict.fromkeys(snapshots, 0)
+    for path in list(paths):
+        size = storage.written_size(path)  # known without a request on an object store
+        if size is not None:
+            sizes[paths.pop(path)] += size
     if not paths:
         return sizes
     listed = storage.filesystem.get_file_info(list(paths))

@@ -89,6 +89,13 @@ def _replace_local(path: str, data: bytes, may_replace: Callable[[bytes | None],
     return True
 
 
+_written: dict[tuple[int, str], tuple[str, bytes]] = {}
+"""(client, path) -> the ETag and bytes of this process's last replace of ``path``: the
+next replace of it needs no read first (``If-Match`` fails if it changed meanwhile)."""
+WRITTEN_KEPT = 100
+"""Paths ``_written`` remembers at most (a job replaces its status and little else)."""
+
+
 def _replace_on_s3(
     filesystem: pafs.S3FileSystem,
     path: str,
@@ -99,21 +106,29 @@ def _replace_on_s3(
     client = s3_client(filesystem)
     bucket, _, key = path.partition("/")
     for _ in range(SWAP_TRIES):
-        try:
-            answer = client.get_object(Bucket=bucket, Key=key)
-            current, condition = answer["Body"].read(), {"IfMatch": answer["ETag"]}
-        except client_error as error:
-            if _status(error) != 404:
-                raise s3_failure(error, f"s3://{path} cannot be read") from error
-            current, condition = None, {"IfNoneMatch": "*"}
+        known = _written.pop((id(client), path), None)
+        if known is not None:  # what this process wrote last: If-Match tells if it still is
+            current, condition = known[1], {"IfMatch": known[0]}
+        else:
+            try:
+                answer = client.get_object(Bucket=bucket, Key=key)
+                current, condition = answer["Body"].read(), {"IfMatch": answer["ETag"]}
+            except client_error as error:
+                if _status(error) != 404:
+                    raise s3_failure(error, f"s3://{path} cannot be read") from error
+                current, condition = None, {"IfNoneMatch": "*"}
         if not may_replace(current):
             return False
         try:
-            client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
-            return True
+            written = client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
         except client_error as error:
             if _status(error) not in (409, 412):
                 raise s3_failure(error, f"s3://{path} cannot be replaced") from error
+            continue  # another writer came between: read what is there now
+        if len(_written) >= WRITTEN_KEPT:
+            _written.clear()
+        _written[(id(client), path)] = (written["ETag"], data)
+        return True
     raise CheckpointError(
         f"s3://{path} changed under each of {SWAP_TRIES} tries to replace it: another "
         f"writer keeps writing it"
@@ -194,16 +209,23 @@ S3_ATTEMPTS = 5
 connection), with the SDK's standard exponential backoff and jitter between them."""
 
 
-def s3_client(filesystem: pafs.S3FileSystem) -> BaseClient:
+def s3_client(filesystem: pafs.S3FileSystem, attempts: int = S3_ATTEMPTS) -> BaseClient:
     """A boto3 client that reaches the same endpoint with the same credentials as Arrow.
 
     For what Arrow's S3 file system cannot do (conditional writes, multipart uploads
-    completed later); one client per endpoint and credentials in a process. Needs boto3."""
+    completed later, a read in one request); one client per endpoint, credentials and
+    ``attempts`` in a process (1: the caller retries, ``retrying``). Needs boto3."""
     settings = filesystem.__reduce__()[1][0]
     endpoint = settings.get("endpoint_override") or None
     if endpoint and "://" not in endpoint:
         endpoint = f"{settings.get('scheme') or 'https'}://{endpoint}"
-    key = (endpoint, settings.get("region"), settings.get("access_key"), settings.get("secret_key"))
+    key = (
+        endpoint,
+        settings.get("region"),
+        settings.get("access_key"),
+        settings.get("secret_key"),
+        attempts,
+    )
     client = _clients.get(key)
     if client is None:
         import boto3
@@ -211,7 +233,7 @@ def s3_client(filesystem: pafs.S3FileSystem) -> BaseClient:
 
         client = boto3.session.Session().client(
             "s3",
-            config=Config(retries={"mode": "standard", "max_attempts": S3_ATTEMPTS}),
+            config=Config(retries={"mode": "standard", "total_max_attempts": attempts}),
             endpoint_url=endpoint,
             region_name=settings.get("region") or None,
             aws_access_key_id=settings.get("access_key") or None,
