@@ -11,6 +11,7 @@ Topics are never created by a client's request (``auto.create.topics.enable=fals
 from __future__ import annotations
 
 import base64
+import ctypes
 import shutil
 import signal
 import socket
@@ -183,7 +184,7 @@ class KafkaBroker:
                 ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C of pytest reaches it only through stop()
+                preexec_fn=die_with_test_process,
             )
         self.wait_until_serving()
 
@@ -242,6 +243,12 @@ class KafkaBroker:
         """Stop the server and delete its folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def die_with_test_process() -> None:
+    """In the broker's process before Java starts: Linux sends it SIGTERM when the test
+    process dies, so a killed pytest leaves no broker behind (``PR_SET_PDEATHSIG``)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 
 def port_open(port: int) -> bool:
