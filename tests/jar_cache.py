@@ -52,6 +52,15 @@ def pip_pyspark(version: str) -> Path:
     )
 
 
+def pyspark_environment(version: str) -> dict[str, str]:
+    """The environment of a process that runs pyspark ``version`` (first on its path,
+    none of this process's Spark settings) with this interpreter, workers too."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
+    environment["PYTHONPATH"] = str(pip_pyspark(version))
+    environment["PYSPARK_PYTHON"] = sys.executable
+    return environment
+
+
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>flintlock.tests</groupId>

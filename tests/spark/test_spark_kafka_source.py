@@ -12,13 +12,12 @@ by ``spark.jars.packages`` (tests/jar_cache.py); the shared session never gets i
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jar_cache import pip_pyspark, spark_packages_options
+from jar_cache import pyspark_environment, spark_packages_options
 from job_scripts import run_script
 from kafka_server import KafkaBroker
 from kafka_stream_job import produce_orders
@@ -52,8 +51,7 @@ def test_spark_kafka_source_via_from_stream_reads_each_record_once_and_resumes(
         "more": MORE,
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
-    environment["PYTHONPATH"] = str(pip_pyspark(KAFKA_SPARK))
+    environment = pyspark_environment(KAFKA_SPARK)
     script = Path(__file__).with_name("kafka_stream_job.py")
     result = run_script(script, tmp_path / "plan.json", env=environment, timeout=900)
 

@@ -15,14 +15,12 @@ process serves the whole module; the tests' shared session never gets these jars
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from delta_tables import read_delta
-from jar_cache import pip_pyspark, spark_packages_options
+from jar_cache import pyspark_environment, spark_packages_options
 from job_scripts import run_script
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
@@ -49,10 +47,7 @@ def run_spark(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     options = spark_packages_options(PACKAGES, folder)
     plan_file.write_text(json.dumps({**plan, "spark_options": options}))
     script = Path(__file__).with_name("spark_table_reader.py")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
-    environment["PYTHONPATH"] = str(pip_pyspark(READER_PYSPARK))
-    environment["PYSPARK_PYTHON"] = sys.executable
-    return run_script(script, plan_file, env=environment, timeout=900)
+    return run_script(script, plan_file, env=pyspark_environment(READER_PYSPARK), timeout=900)
 
 
 def write_in_epochs(spark: Any, base: Path, name: str, sink: Any) -> None:
