@@ -15,6 +15,7 @@ pytest_plugins = [
     "postgres_server",  # a real PostgreSQL server, started when a test asks
     "s3_server",  # a real S3-compatible server (moto), likewise
     "spark_cluster",  # a real Spark standalone master and two workers, likewise
+    "kafka_server",  # a real Apache Kafka broker (KRaft), likewise
 ]
 
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"

@@ -13,20 +13,23 @@ from typing import Any
 from flintlock.core.spark.session import JAVA_OPTIONS_ENV
 
 
-def start_session(master: str) -> Any:
-    """A quiet SparkSession on ``master`` for a job script (its process's only one)."""
+def start_session(master: str, settings: dict[str, str] | None = None) -> Any:
+    """A quiet SparkSession on ``master`` for a job script (its process's only one), with
+    ``settings`` (``spark.jars.packages``...)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    return (
+    builder = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
         .config("spark.driver.extraJavaOptions", os.environ.get(JAVA_OPTIONS_ENV, ""))
-        .getOrCreate()
     )
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def print_result(result: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ histories) and writes tables for flintlock to read, then prints one JSON documen
 Usage: ``python spark_table_reader.py PLAN.json`` where the plan names the Delta tables to
 read (``delta_read``) and to write (``delta_write``), the embedded Iceberg catalog's
 ``warehouse`` with its tables to read (``iceberg_read``) and to write (``iceberg_write``),
-and the ``ivy`` folder Spark fetches the connectors' jars into (``packages``)."""
+and the Spark settings that fetch the connectors' jars (``spark_options``)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,7 @@ def session(plan: dict[str, Any]) -> SparkSession:
     )
     prefix = f"spark.sql.catalog.{CATALOG}"
     settings = {
-        "spark.jars.packages": ",".join(plan["packages"]),
-        "spark.jars.ivy": plan["ivy"],
-        "spark.jars.ivySettings": plan["ivy_settings"],
+        **plan["spark_options"],  # the connectors' packages and where Ivy keeps them
         "spark.sql.extensions": extensions,
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         prefix: "org.apache.iceberg.spark.SparkCatalog",

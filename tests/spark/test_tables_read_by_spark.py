@@ -15,15 +15,12 @@ process serves the whole module; the tests' shared session never gets these jars
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from delta_tables import read_delta
+from jar_cache import pyspark_environment, spark_packages_options
 from job_scripts import run_script
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
@@ -44,47 +41,13 @@ REFERENCE = list(range(EPOCHS * PER_EPOCH))
 """The ids a job of EPOCHS epochs of PER_EPOCH rows writes, each once."""
 
 
-def cache_folder() -> Path:
-    return Path(os.environ.get("FLINTLOCK_TEST_JARS", Path.home() / ".cache/flintlock-test-jars"))
-
-
-def reader_pyspark() -> Path:
-    """The folder holding the reader's pyspark, installed once per machine."""
-    target = cache_folder() / f"pyspark-{READER_PYSPARK}"
-    if (target / "pyspark" / "version.py").is_file():
-        return target
-    partial = target.with_name(f"{target.name}.part-{os.getpid()}")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--target", str(partial)]
-    done = subprocess.run([*pip, f"pyspark=={READER_PYSPARK}"], capture_output=True, text=True)
-    assert done.returncode == 0, f"installing the reader's pyspark failed: {done.stderr[-2000:]}"
-    try:
-        partial.rename(target)
-    except OSError:  # another process installed it first
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
-
-
-IVY_SETTINGS = """<ivysettings>
-  <settings defaultResolver="central"/>
-  <resolvers><ibiblio name="central" m2compatible="true"/></resolvers>
-</ivysettings>
-"""
-"""Maven Central only (Ivy's default root): Spark's default chain also tries ~/.m2, where
-another tool may have left a pom without its jar, and that fails the download."""
-
-
 def run_spark(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Runs the reader process on ``plan``; what it read."""
     plan_file = folder / "plan.json"
-    settings = folder / "ivysettings.xml"
-    settings.write_text(IVY_SETTINGS)
-    ivy = {"packages": PACKAGES, "ivy": str(cache_folder()), "ivy_settings": str(settings)}
-    plan_file.write_text(json.dumps({**plan, **ivy}))
+    options = spark_packages_options(PACKAGES, folder)
+    plan_file.write_text(json.dumps({**plan, "spark_options": options}))
     script = Path(__file__).with_name("spark_table_reader.py")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
-    environment["PYTHONPATH"] = str(reader_pyspark())
-    environment["PYSPARK_PYTHON"] = sys.executable
-    return run_script(script, plan_file, env=environment, timeout=900)
+    return run_script(script, plan_file, env=pyspark_environment(READER_PYSPARK), timeout=900)
 
 
 def write_in_epochs(spark: Any, base: Path, name: str, sink: Any) -> None:
