@@ -31,7 +31,14 @@ from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import catalog_spec, load_catalog
 from flintlock.sinks.postgres import PostgresSink
 from flintlock.sinks.postgres_sql import STAGE_PREFIX
-from flintlock.testing import SCENARIOS, SCHEMA, OutputPlace, SinkTarget, run_scenario
+from flintlock.testing import (
+    SCENARIOS,
+    SCHEMA,
+    OutputPlace,
+    SinkConformance,
+    SinkTarget,
+    run_scenario,
+)
 
 NO_ROWS = SCHEMA.empty_table()
 
@@ -48,7 +55,7 @@ def unreferenced_parquet(folder: str, referenced: set[str]) -> list[str]:
     )
 
 
-class FileTarget(SinkTarget):
+class FileTarget(SinkTarget[FileSink]):
     """FileSink on a local folder, or (``s3``) under a prefix of its own on moto's S3."""
 
     def __init__(self, s3: S3Server | None = None) -> None:
@@ -80,7 +87,7 @@ class FileTarget(SinkTarget):
         return staged
 
 
-class DeltaTarget(SinkTarget):
+class DeltaTarget(SinkTarget[DeltaSink]):
     """DeltaSink on a local folder, read back with deltalake's reader."""
 
     def make_sink(self, place: OutputPlace) -> DeltaSink:
@@ -100,7 +107,7 @@ class DeltaTarget(SinkTarget):
         return unreferenced_parquet(sink.uri, referenced)
 
 
-class IcebergTarget(SinkTarget):
+class IcebergTarget(SinkTarget[IcebergSink]):
     """IcebergSink with a SQL catalog on SQLite in the place's folder (its warehouse)."""
 
     def __init__(self) -> None:
@@ -125,7 +132,7 @@ class IcebergTarget(SinkTarget):
         return unreferenced_parquet(self.warehouses[sink.table], referenced)
 
 
-class PostgresTarget(SinkTarget):
+class PostgresTarget(SinkTarget[PostgresSink]):
     """PostgresSink on a real server: staging tables (``checkpoint``) or prepared
     transactions (``subtask``) of one database."""
 
@@ -163,7 +170,7 @@ class PostgresTarget(SinkTarget):
         return [f"prepared {gid}" for (gid,) in prepared] + [f"table {t}" for (t,) in stages]
 
 
-class JsonLinesTarget(SinkTarget):
+class JsonLinesTarget(SinkTarget[JsonLinesSink]):
     """The example plugin's JsonLinesSink (``sink``: the class, or a broken subclass)."""
 
     def __init__(self, sink: type[JsonLinesSink] = JsonLinesSink) -> None:
@@ -185,11 +192,11 @@ class JsonLinesTarget(SinkTarget):
         return sorted(str(path) for path in Path(sink.folder).glob("_staging-*/*"))
 
 
-TARGETS = ["files", "files-s3", "delta", "iceberg", "postgres", "postgres-prepared", "jsonl"]
+TARGETS = ["files", "files-s3", "delta", "iceberg", "postgres", "postgres-prepared"]
 
 
 @pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest) -> SinkTarget:
+def target(request: pytest.FixtureRequest) -> SinkTarget[Any]:
     kind = request.param
     if kind.startswith("postgres"):
         conninfo = request.getfixturevalue("pg_conninfo")
@@ -200,15 +207,21 @@ def target(request: pytest.FixtureRequest) -> SinkTarget:
         "files": FileTarget,
         "delta": DeltaTarget,
         "iceberg": IcebergTarget,
-        "jsonl": JsonLinesTarget,
     }[kind]()
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_every_sink_passes_every_scenario(
-    target: SinkTarget, scenario: str, tmp_path: Path
+    target: SinkTarget[Any], scenario: str, tmp_path: Path
 ) -> None:
     run_scenario(target, scenario, tmp_path)
+
+
+class TestTheExamplePluginsSink(SinkConformance):
+    """The kit as a sink author runs it: a pytest class, one test per scenario."""
+
+    def sink_target(self) -> JsonLinesTarget:
+        return JsonLinesTarget()
 
 
 # ---- the kit fails broken sinks, naming the scenario and what was wrong ----

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from flintlock.core.conformance.job import KitRun
+from flintlock.core.conformance.job import EpochEnd, KitRun
 from flintlock.core.conformance.scenario import Scenario
 
 TOTAL = 200
@@ -49,7 +49,7 @@ def fail_every_n_records(s: Scenario) -> None:
 
 def _fail(run: KitRun, fault: str, count: int, final: bool, rng: random.Random) -> None:
     """Run one epoch of ``count`` ids that ends in ``fault``."""
-    end = "final" if final else "checkpoint"
+    end: EpochEnd = "final" if final else "checkpoint"
     if fault == "task fails":
         run.epoch(count, end, cancel=rng.randrange(run.job.parallelism))
     elif fault == "checkpoint never completes":

@@ -54,7 +54,7 @@ class KitJob:
 
     def __init__(
         self,
-        target: SinkTarget,
+        target: SinkTarget[Any],
         places: dict[str, OutputPlace],
         checkpoint_dir: str,
         name: str,
@@ -105,7 +105,7 @@ class KitRun:
             self.abort_uncommitted({})
 
     def _made(self, uid: str, place: OutputPlace) -> TwoPhaseCommitSink[Any, Any]:
-        sink = self.job.target.make_sink(place)
+        sink: TwoPhaseCommitSink[Any, Any] = self.job.target.make_sink(place)
         sink.input_schema = self.job.target.schema
         sink.check_output(OutputCheckContext(self.job.name, uid))
         return sink

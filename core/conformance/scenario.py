@@ -7,7 +7,7 @@ import os
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from flintlock.core.conformance.job import KitJob
 from flintlock.core.conformance.target import OutputPlace, SinkTarget
@@ -20,7 +20,7 @@ SHOWN = 10
 class Scenario:
     """The output places and jobs of one scenario run against ``target`` in ``folder``."""
 
-    def __init__(self, target: SinkTarget, name: str, folder: str) -> None:
+    def __init__(self, target: SinkTarget[Any], name: str, folder: str) -> None:
         self.target = target
         self.name = name
         self.folder = folder

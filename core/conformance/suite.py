@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from flintlock.core.conformance import scenarios
 from flintlock.core.conformance.chaos import fail_every_n_records
@@ -36,7 +37,7 @@ SCENARIOS: dict[str, ScenarioFunction] = {
 """Every scenario of the kit by name, in the order ``check_sink`` runs them."""
 
 
-def run_scenario(target: SinkTarget, scenario: str, folder: str | os.PathLike[str]) -> None:
+def run_scenario(target: SinkTarget[Any], scenario: str, folder: str | os.PathLike[str]) -> None:
     """Run one scenario on ``target`` (its jobs' checkpoints and places' folders go in
     ``folder``); a SinkConformanceError names the scenario and what was wrong."""
     run = Scenario(target, scenario, os.fspath(folder))
@@ -49,7 +50,7 @@ def run_scenario(target: SinkTarget, scenario: str, folder: str | os.PathLike[st
         run.fail(f"{type(error).__name__}: {error}", error)
 
 
-def check_sink(target: SinkTarget, folder: str | os.PathLike[str]) -> None:
+def check_sink(target: SinkTarget[Any], folder: str | os.PathLike[str]) -> None:
     """Run every scenario on ``target``, each in a folder of its own under ``folder``."""
     for name in SCENARIOS:
         path = os.path.join(os.fspath(folder), name)
@@ -61,7 +62,7 @@ class SinkConformance:
     """Subclass it as a pytest class (``class TestMySink(SinkConformance)``) and define
     ``sink_target``: pytest then runs one test per scenario, named after it."""
 
-    def sink_target(self) -> SinkTarget:
+    def sink_target(self) -> SinkTarget[Any]:
         """The adapter for the sink under test."""
         raise NotImplementedError("define sink_target() in the SinkConformance subclass")
 

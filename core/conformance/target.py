@@ -7,11 +7,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
 from flintlock.core.api.sink import TwoPhaseCommitSink
+
+SinkT = TypeVar("SinkT", bound=TwoPhaseCommitSink[Any, Any])
+"""The sink class under test (``SinkTarget[FileSink]``)."""
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 """The rows every scenario writes: an id (what the kit counts) and a name."""
@@ -33,8 +36,9 @@ class OutputPlace:
     folder: str
 
 
-class SinkTarget(ABC):
-    """The adapter the kit drives a sink through: three methods.
+class SinkTarget(ABC, Generic[SinkT]):
+    """The adapter the kit drives a sink through: three methods, typed by the sink class
+    (``class FileTarget(SinkTarget[FileSink])``).
 
     ``make_sink`` is called again for the same place whenever a driver starts (a restart
     builds its sinks anew) and when another job writes the same place, so the sink it
@@ -49,14 +53,14 @@ class SinkTarget(ABC):
         return type(self).__name__
 
     @abstractmethod
-    def make_sink(self, place: OutputPlace) -> TwoPhaseCommitSink[Any, Any]:
+    def make_sink(self, place: OutputPlace) -> SinkT:
         """A new sink object writing to ``place`` (a fresh output the first time)."""
 
     @abstractmethod
-    def read_committed(self, sink: TwoPhaseCommitSink[Any, Any]) -> pa.Table:
+    def read_committed(self, sink: SinkT) -> pa.Table:
         """What a reader of the sink's output sees now: a table with the ``id`` column."""
 
     @abstractmethod
-    def left_behind(self, sink: TwoPhaseCommitSink[Any, Any]) -> list[str]:
+    def left_behind(self, sink: SinkT) -> list[str]:
         """What the jobs that wrote with this sink left that finished jobs must not leave
         (staging files, open or prepared transactions, staging tables); empty if clean."""
