@@ -12,16 +12,22 @@ TOTAL = 200
 EVERY = 23
 EPOCH_ROWS = 10
 SEED = 35
-FAULTS = ("task fails", "checkpoint never completes", "notice lost", "crash in the commit")
+FAULTS = (
+    "task fails",
+    "checkpoint never completes",
+    "notice lost",
+    "worker killed",
+    "crash in the commit",
+)
 
 
 def fail_every_n_records(s: Scenario) -> None:
-    """Ids 0..199 in epochs of 10 rows; at every 23rd record written (replays count), and
-    once at the final epoch, a fault, each kind in turn: a subtask fails mid-epoch, the
-    driver dies before the checkpoint completes, after it completed, or between the
-    sinks' commit and its record. Each time a new run restarts from the last completed
-    checkpoint (the kit's source offset is in its metadata); at the end readers see
-    exactly the ids 0..199."""
+    """Ids 0..199 in epochs of 10 rows; at every 23rd record written (replays count),
+    and once at the final epoch, a fault, each kind in turn: a subtask fails mid-epoch,
+    or its worker is killed (no abort); the driver dies before the checkpoint completes,
+    after it completed, or between the sinks' commit and its record. Each time a new run
+    restarts from the last completed checkpoint (the kit's source offset is in its
+    metadata); at the end readers see exactly the ids 0..199."""
     rng = random.Random(SEED)
     turn = rng.randrange(len(FAULTS))  # the faults take turns, from a seeded one
     job = s.job(outputs=("a", "b"))
@@ -52,6 +58,8 @@ def _fail(run: KitRun, fault: str, count: int, final: bool, rng: random.Random) 
     end: EpochEnd = "final" if final else "checkpoint"
     if fault == "task fails":
         run.epoch(count, end, cancel=rng.randrange(run.job.parallelism))
+    elif fault == "worker killed":
+        run.epoch(count, end, kill=rng.randrange(run.job.parallelism))
     elif fault == "checkpoint never completes":
         run.epoch(count, end)
     else:

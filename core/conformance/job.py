@@ -112,10 +112,17 @@ class KitRun:
 
     # ---- tasks ----
 
-    def epoch(self, count: int, end: EpochEnd = "checkpoint", cancel: int | None = None) -> Epoch:
+    def epoch(
+        self,
+        count: int,
+        end: EpochEnd = "checkpoint",
+        cancel: int | None = None,
+        kill: int | None = None,
+    ) -> Epoch:
         """Every sink's subtasks write the next ``count`` ids (round robin, in batches) and
         end the epoch as ``end`` says; subtask ``cancel`` is canceled instead (a task
-        failure: its operator closes and aborts the transaction)."""
+        failure: its operator closes and aborts the transaction), and subtask ``kill``'s
+        worker dies (its transaction is never aborted: a start must clean it up)."""
         checkpoint_id, self.next_id = self.next_id, self.next_id + 1
         ids = list(range(self.position, self.position + count))
         self.position += count
@@ -123,13 +130,12 @@ class KitRun:
         acknowledgements = []
         for uid, sink in self.sinks.items():
             for subtask in range(parallelism):
-                task = self._task(uid, sink, subtask, checkpoint_id)
+                task = self._task(uid, sink, subtask, checkpoint_id, subtask == kill)
                 share = ids[subtask::parallelism]
                 for first in range(0, len(share), BATCH_ROWS):
-                    task.process_batch(
-                        rows(share[first : first + BATCH_ROWS], self.job.target.schema)
-                    )
-                if subtask == cancel:
+                    chunk = share[first : first + BATCH_ROWS]
+                    task.process_batch(rows(chunk, self.job.target.schema))
+                if subtask in (cancel, kill):
                     task.cancel()
                     continue
                 acknowledgements.append(_end_epoch(task, checkpoint_id, end))
@@ -138,10 +144,18 @@ class KitRun:
         return Epoch(checkpoint_id, final, acknowledgements, expected, self.position)
 
     def _task(
-        self, uid: str, sink: TwoPhaseCommitSink[Any, Any], subtask: int, checkpoint_id: int
+        self,
+        uid: str,
+        sink: TwoPhaseCommitSink[Any, Any],
+        subtask: int,
+        checkpoint_id: int,
+        killed: bool = False,
     ) -> OneInputHarness:
-        """One attempt of one sink subtask, with its own copy of the sink (as on Spark)."""
+        """One attempt of one sink subtask, with its own copy of the sink (as on Spark);
+        a ``killed`` one never gets to abort its transaction."""
         copy = cloudpickle.loads(cloudpickle.dumps(sink))
+        if killed:
+            copy.__dict__["abort"] = _never_aborted
         return OneInputHarness(
             self.job.sink_operator(copy, name=uid),
             parallelism=self.job.parallelism,
@@ -207,3 +221,7 @@ def _end_epoch(task: OneInputHarness, checkpoint_id: int, end: EpochEnd) -> Task
     acknowledgement = task.acknowledgement
     assert acknowledgement is not None  # the harness raised if the task took no snapshot
     return acknowledgement
+
+
+def _never_aborted(transaction: object) -> None:
+    """A killed worker's abort: it never runs (the process is gone)."""

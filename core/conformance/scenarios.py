@@ -158,14 +158,16 @@ def stop_without_drain(s: Scenario) -> None:
 
 
 def abort_after_pre_commit(s: Scenario) -> None:
-    """A checkpoint every subtask pre-committed never completes (another task failed),
-    and a subtask fails mid-epoch (its writer aborts): none of it is ever visible, a new
-    run drops it and writes those ids again under the same checkpoint id."""
+    """A checkpoint every subtask pre-committed never completes (another task failed);
+    a subtask fails mid-epoch (its writer aborts); a subtask's worker is killed mid-epoch
+    (no abort). None of it is ever visible; a new run drops what they left and writes
+    those ids again under the same checkpoint id."""
     job = s.job()
     run = job.start()
     run.checkpoint(10)
     run.epoch(10)  # pre-committed everywhere; the checkpoint never completes
     run.epoch(10, cancel=1)
-    s.check("out", range(10), "two epochs failed")
+    run.epoch(10, kill=0)
+    s.check("out", range(10), "three epochs failed")
     job.start().checkpoint(10, end="final")
     s.expect("out", range(20))
