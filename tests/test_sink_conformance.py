@@ -217,7 +217,7 @@ def test_every_sink_passes_every_scenario(
     run_scenario(target, scenario, tmp_path)
 
 
-class TestTheExamplePluginsSink(SinkConformance):
+class TestTheExamplePluginsSink(SinkConformance[JsonLinesSink]):
     """The kit as a sink author runs it: a pytest class, one test per scenario."""
 
     def sink_target(self) -> JsonLinesTarget:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from flintlock.core.conformance import scenarios
 from flintlock.core.conformance.chaos import fail_every_n_records
 from flintlock.core.conformance.scenario import Scenario
-from flintlock.core.conformance.target import SinkTarget
+from flintlock.core.conformance.target import SinkT, SinkTarget
 from flintlock.core.errors import SinkConformanceError
 
 ScenarioFunction = Callable[[Scenario], None]
@@ -37,7 +37,7 @@ SCENARIOS: dict[str, ScenarioFunction] = {
 """Every scenario of the kit by name, in the order ``check_sink`` runs them."""
 
 
-def run_scenario(target: SinkTarget[Any], scenario: str, folder: str | os.PathLike[str]) -> None:
+def run_scenario(target: SinkTarget[SinkT], scenario: str, folder: str | os.PathLike[str]) -> None:
     """Run one scenario on ``target`` (its jobs' checkpoints and places' folders go in
     ``folder``); a SinkConformanceError names the scenario and what was wrong."""
     run = Scenario(target, scenario, os.fspath(folder))
@@ -50,7 +50,7 @@ def run_scenario(target: SinkTarget[Any], scenario: str, folder: str | os.PathLi
         run.fail(f"{type(error).__name__}: {error}", error)
 
 
-def check_sink(target: SinkTarget[Any], folder: str | os.PathLike[str]) -> None:
+def check_sink(target: SinkTarget[SinkT], folder: str | os.PathLike[str]) -> None:
     """Run every scenario on ``target``, each in a folder of its own under ``folder``."""
     for name in SCENARIOS:
         path = os.path.join(os.fspath(folder), name)
@@ -58,17 +58,17 @@ def check_sink(target: SinkTarget[Any], folder: str | os.PathLike[str]) -> None:
         run_scenario(target, name, path)
 
 
-class SinkConformance:
-    """Subclass it as a pytest class (``class TestMySink(SinkConformance)``) and define
-    ``sink_target``: pytest then runs one test per scenario, named after it."""
+class SinkConformance(Generic[SinkT]):
+    """Subclass it as a pytest class (``class TestMySink(SinkConformance[MySink])``) and
+    define ``sink_target``: pytest then runs one test per scenario, named after it."""
 
-    def sink_target(self) -> SinkTarget[Any]:
+    def sink_target(self) -> SinkTarget[SinkT]:
         """The adapter for the sink under test."""
         raise NotImplementedError("define sink_target() in the SinkConformance subclass")
 
 
-def _scenario_test(name: str) -> Callable[[SinkConformance, Path], None]:
-    def test(self: SinkConformance, tmp_path: Path) -> None:
+def _scenario_test(name: str) -> Callable[[SinkConformance[Any], Path], None]:
+    def test(self: SinkConformance[Any], tmp_path: Path) -> None:
         run_scenario(self.sink_target(), name, tmp_path)
 
     test.__name__ = test.__qualname__ = f"test_{name}"

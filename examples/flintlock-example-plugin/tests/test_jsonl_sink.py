@@ -31,7 +31,7 @@ class JsonLinesTarget(SinkTarget[JsonLinesSink]):
         ]
 
 
-class TestJsonLinesSinkConformance(SinkConformance):
+class TestJsonLinesSinkConformance(SinkConformance[JsonLinesSink]):
     def sink_target(self) -> JsonLinesTarget:
         return JsonLinesTarget()
 
