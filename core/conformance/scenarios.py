@@ -171,3 +171,24 @@ def abort_after_pre_commit(s: Scenario) -> None:
     s.check("out", range(10), "three epochs failed")
     job.start().checkpoint(10, end="final")
     s.expect("out", range(20))
+
+
+def restart_at_another_parallelism(s: Scenario) -> None:
+    """Runs at parallelism 2, 3, 1 and 2 again, killed workers and a pending checkpoint
+    between them: what subtasks that no longer exist staged is cleaned up, and the
+    pending checkpoint of 3 subtasks is committed whole by a run of 1."""
+    job = s.job()
+    run = job.start()
+    run.checkpoint(10)
+    run.epoch(10, kill=1)  # the run fails
+    job.parallelism = 3
+    job.start().epoch(9, kill=2)  # the run fails
+    run = job.start()
+    run.complete(run.epoch(9))  # the driver dies before the commit
+    job.parallelism = 1
+    run = job.start()
+    s.check("out", range(19), "a run of 1 subtask committed a checkpoint of 3")
+    run.epoch(6, kill=0)  # the run fails
+    job.parallelism = 2
+    job.start().checkpoint(6, end="final")
+    s.expect("out", range(25))

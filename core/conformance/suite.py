@@ -31,6 +31,7 @@ SCENARIOS: dict[str, ScenarioFunction] = {
         scenarios.stop_with_drain,
         scenarios.stop_without_drain,
         scenarios.abort_after_pre_commit,
+        scenarios.restart_at_another_parallelism,
         fail_every_n_records,
     )
 }
