@@ -12,11 +12,13 @@
     └─ the job's folder: CheckpointError (StorageError, RestoreError, StateSchemaError),
        CommitError (CommittableError), JobLeaseError (LeaseLostError), JobControlError,
        JobCanceled, RunLogError
+    ├─ a sink's tests: SinkConformanceError (also an AssertionError)
     TaskCanceled (a BaseException: thrown into a task to cancel it)
 
 Some are also the builtin error a caller would catch: StorageError is an OSError,
 WindowDefinitionError, MetricError and StateError a ValueError, StateTypeError and
-ReadOnlyStateError a TypeError.
+ReadOnlyStateError a TypeError, SinkConformanceError an AssertionError (pytest reports
+it as a failed test).
 """
 
 from __future__ import annotations
@@ -312,3 +314,9 @@ class JobCanceled(FlintlockError):
 
 class RunLogError(FlintlockError):
     """A job's run log cannot be read (a damaged entry); the message names the file."""
+
+
+class SinkConformanceError(FlintlockError, AssertionError):
+    """A 2PC sink failed a scenario of the conformance kit (``flintlock.testing``): the
+    message names the sink, the scenario and what was wrong (duplicate, missing or
+    unexpected ids, or what the sink left behind)."""

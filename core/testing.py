@@ -70,7 +70,8 @@ class TaskHarness:
     harness: ``restore_from=snapshot``. Processing time is a ManualClock starting at 0
     (``set_processing_time``), unless ``clock`` is given; ``ttl_clock`` (e.g. a ``ManualClock``)
     is the processing time state TTL reads; ``snapshot_root`` (a folder on ``storage``) is
-    where snapshots go, as a savepoint's."""
+    where snapshots go, as a savepoint's; ``job_name``, ``run_id``, ``job_id`` and
+    ``attempt_id`` say whose subtask it is (a sink names its staging after them)."""
 
     task_type = "one-input"
 
@@ -93,6 +94,10 @@ class TaskHarness:
         ttl_clock: Callable[[], int] | None = None,
         clock: Clock | None = None,
         snapshot_root: str | None = None,
+        job_name: str = "harness",
+        run_id: str = "local",
+        job_id: str = "",
+        attempt_id: int = 0,
     ) -> None:
         if not operators:
             raise ValueError("a harness needs at least one operator")
@@ -108,7 +113,10 @@ class TaskHarness:
             parallelism=parallelism,
             max_parallelism=max_parallelism,
             epoch=epoch or (self.restore.checkpoint_id + 1 if self.restore else 1),
-            job_name="harness",
+            job_name=job_name,
+            run_id=run_id,
+            job_id=job_id,
+            attempt_id=attempt_id,
         )
         self.writer = CollectingWriter()
         self.clock = clock if clock is not None else ManualClock(0)
@@ -188,8 +196,9 @@ class TaskHarness:
         self._barrier(CheckpointBarrier(checkpoint_id, kind=kind))
         return self._snapshot()
 
-    def complete(self, checkpoint_id: int = 1) -> TaskSnapshot:
-        """End every input still open and take the final checkpoint (FLIP-147)."""
+    def complete(self, checkpoint_id: int = 1, kind: SnapshotKind = "checkpoint") -> TaskSnapshot:
+        """End every input still open and take the final checkpoint (FLIP-147), or with
+        ``kind="savepoint"`` the savepoint of a stop with drain."""
         self.open()
         gate = getattr(self.task, "gate", None)
         if gate is not None:
@@ -197,7 +206,7 @@ class TaskHarness:
                 for channel in range(count):
                     if not gate.channel_ended(input_index, channel):
                         self.end_input(input_index, channel=channel)
-        self._barrier(CheckpointBarrier(checkpoint_id, final=True))
+        self._barrier(CheckpointBarrier(checkpoint_id, kind, final=True))
         return self._snapshot()
 
     def cancel(self) -> LifecycleError:

@@ -1,7 +1,15 @@
-"""Public test tools: harnesses that run the real task lifecycle in-process, and a
-plugin that records every lifecycle call. See CONTRIBUTING.md for walk-throughs."""
+"""Public test tools: harnesses that run the real task lifecycle in-process, a plugin
+that records every lifecycle call, and the conformance kit for two-phase-commit sinks.
+See CONTRIBUTING.md for walk-throughs."""
 
 from flintlock.core.checkpoint.restore import rescale
+from flintlock.core.conformance.suite import (
+    SCENARIOS,
+    SinkConformance,
+    check_sink,
+    run_scenario,
+)
+from flintlock.core.conformance.target import SCHEMA, OutputPlace, SinkTarget, rows
 from flintlock.core.harness_output import CollectingWriter
 from flintlock.core.hooks.recorder import LifecycleRecorder
 from flintlock.core.testing import (
@@ -12,11 +20,19 @@ from flintlock.core.testing import (
 )
 
 __all__ = [
+    "SCENARIOS",
+    "SCHEMA",
     "CollectingWriter",
     "LifecycleRecorder",
     "OneInputHarness",
+    "OutputPlace",
+    "SinkConformance",
+    "SinkTarget",
     "SourceHarness",
     "TaskHarness",
     "TwoInputHarness",
+    "check_sink",
     "rescale",
+    "rows",
+    "run_scenario",
 ]

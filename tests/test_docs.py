@@ -53,6 +53,7 @@ def test_contributing_python_blocks_run() -> None:
     assert namespace["timer"].seconds.keys() == {"add_tax"}
     assert namespace["SNAPSHOTS"] == [1, 1]
     assert namespace["read"] == list(range(3, 0, -1))  # the countdown source, one per epoch
+    assert namespace["TestJsonLinesSink"]().sink_target().label == "JsonLinesTarget"  # the kit ran
 
 
 @pytest.mark.slow

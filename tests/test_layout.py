@@ -39,6 +39,8 @@ LAYERS: dict[str, int] = {
     "job": 4,
     # 5: the program a user builds on the driver
     "datastream": 5,
+    # 6: test kits that drive tasks and the driver's commits together (flintlock.testing)
+    "conformance": 6,
 }
 """Each subpackage of core/ ("" for the modules at its top) and its layer."""
 

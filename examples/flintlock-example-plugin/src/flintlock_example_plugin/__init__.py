@@ -1,5 +1,6 @@
 """An example third-party flintlock plugin: the ``dedupe`` operator, the
-``counting-one-input`` task type and the ``key-group-dicts`` state backend.
+``counting-one-input`` task type, the ``key-group-dicts`` state backend and the ``jsonl``
+two-phase-commit sink.
 
 flintlock finds this module through the entry point ``example`` in the group
 ``flintlock`` (see this distribution's ``pyproject.toml``) and registers the hook
@@ -14,16 +15,20 @@ from typing import Any
 from flintlock import hookimpl
 from flintlock_example_plugin.counting_task import CountingOneInputStreamTask
 from flintlock_example_plugin.dedupe import DedupeOperator
+from flintlock_example_plugin.jsonl_sink import JsonLinesSink
 from flintlock_example_plugin.key_group_backend import KeyGroupStateBackend
 
 __all__ = [
     "COUNTING_TASK_TYPE",
     "DEDUPE_OPERATOR",
+    "JSONL_SINK",
     "STATE_BACKEND",
     "CountingOneInputStreamTask",
     "DedupeOperator",
+    "JsonLinesSink",
     "KeyGroupStateBackend",
     "flintlock_register_operators",
+    "flintlock_register_sinks",
     "flintlock_register_state_backends",
     "flintlock_register_task_types",
 ]
@@ -37,6 +42,9 @@ COUNTING_TASK_TYPE = "counting-one-input"
 
 STATE_BACKEND = "key-group-dicts"
 """The name ``KeyGroupStateBackend`` is registered under (``state_backend=...``)."""
+
+JSONL_SINK = "jsonl"
+"""The name ``JsonLinesSink`` is registered under."""
 
 
 @hookimpl
@@ -55,3 +63,9 @@ def flintlock_register_task_types(register: Callable[[str, Any], None]) -> None:
 def flintlock_register_state_backends(register: Callable[[str, Any], None]) -> None:
     """Offer the ``key-group-dicts`` state backend."""
     register(STATE_BACKEND, KeyGroupStateBackend)
+
+
+@hookimpl
+def flintlock_register_sinks(register: Callable[[str, Any], None]) -> None:
+    """Offer the ``jsonl`` two-phase-commit sink."""
+    register(JSONL_SINK, JsonLinesSink)
