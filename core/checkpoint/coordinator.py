@@ -26,9 +26,13 @@ from flintlock.core.checkpoint.fences import (
 )
 from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks_finished
 from flintlock.core.checkpoint.job_folder import JobFolder
-from flintlock.core.checkpoint.paths import lies_under, parent_folder, relative_path
+from flintlock.core.checkpoint.paths import lies_under, parent_folder
 from flintlock.core.checkpoint.retries import tried_again
-from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, read_acknowledgements
+from flintlock.core.checkpoint.snapshots import (
+    TaskAcknowledgement,
+    read_acknowledgements,
+    relative_manifests,
+)
 from flintlock.core.checkpoint.storage import list_folder
 from flintlock.core.errors import CheckpointError, CommitError, CommittableError
 
@@ -74,8 +78,7 @@ class CheckpointCoordinator:
         self.job_name = folder.job_name
         self.directory = folder.checkpoints
         self.commit_log = CommitLog(folder)
-        self._documents: dict[str, dict[str, Any]] = {}  # folder -> its metadata, read
-        # once: created once, never changed (a request each on an object store)
+        self._documents: dict[str, dict[str, Any]] = {}  # folder -> metadata: created once
 
     def complete(
         self,
@@ -137,7 +140,7 @@ class CheckpointCoordinator:
         if snapshot_root is not None:
             savepoint_metadata = self._write_savepoint(snapshot_root, document, ordered)
         path = self.folder.checkpoint_file(checkpoint_id, METADATA)
-        document["acknowledgements"] = _relative_manifests(parent_folder(path), ordered)
+        document["acknowledgements"] = relative_manifests(parent_folder(path), ordered)
         document["committables"] = committables
         if snapshot_root is not None:
             document["savepoint"] = snapshot_root
@@ -170,7 +173,7 @@ class CheckpointCoordinator:
                 )
         acks = [replace(ack, committables={}) for ack in acknowledgements]
         path = f"{root}/{METADATA}"
-        own = {**document, "acknowledgements": _relative_manifests(root, acks)}
+        own = {**document, "acknowledgements": relative_manifests(root, acks)}
         self._write_metadata(path, own, "savepoint", checkpoint_id)
         return path
 
@@ -185,6 +188,7 @@ class CheckpointCoordinator:
 
     def _publish(self, path: str, document: dict[str, Any], label: str, id_: int) -> None:
         publish_once(self.folder, path, document, f"{label} {id_}", id_)
+        self._documents[parent_folder(path)] = document  # read back: never changes (S3 GETs)
 
     def highest_id(self) -> int:
         """The highest checkpoint id ever used here: completed, fenced or committed."""
@@ -194,10 +198,12 @@ class CheckpointCoordinator:
     def fence_next(self, run_id: str) -> int:
         """Occupy the next checkpoint id with a fence (``fences.fence_next``)."""
         self.commit_log.forget()
-        return fence_next(self.folder, run_id, self.highest_id, self._metadata_path)
+        path_of = partial(self.folder.checkpoint_file, name=METADATA)
+        return fence_next(self.folder, run_id, self.highest_id, path_of)
 
-    def _metadata_path(self, checkpoint_id: int) -> str:
-        return self.folder.checkpoint_file(checkpoint_id, METADATA)
+    def published(self, checkpoint_id: int) -> dict[str, Any] | None:
+        """The metadata this driver published or read for ``checkpoint_id``, if it has it."""
+        return self._documents.get(self.folder.checkpoint_dir(checkpoint_id))
 
     def _completed_document(self, folder: str) -> dict[str, Any] | None:
         """The metadata of the checkpoint in ``folder``; None if it has none or is a fence."""
@@ -338,6 +344,7 @@ class CheckpointCoordinator:
         Anything in the checkpoints folder that is not a ``chk-<id>`` folder, and metadata
         that is damaged or of another job, is a CheckpointError naming the file: a
         checkpoint is never skipped silently (an older one would re-run committed data)."""
+        self._documents.clear()  # what the storage holds now, damage included
         ids = []
         for info in list_folder(self.storage.filesystem, self.directory):
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
@@ -388,13 +395,3 @@ class CheckpointCoordinator:
                 f"the checkpoint metadata {path} is damaged: {error!r}"
             ) from error
         return checkpoint
-
-
-def _relative_manifests(
-    folder: str, acknowledgements: list[TaskAcknowledgement]
-) -> list[dict[str, Any]]:
-    """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
-    return [
-        replace(ack, manifest_path=relative_path(folder, ack.manifest_path)).to_json()
-        for ack in acknowledgements
-    ]

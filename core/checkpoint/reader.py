@@ -141,7 +141,11 @@ def storage_at(path: str, storage: CheckpointStorage | None) -> CheckpointStorag
 
 
 def load_checkpoint(
-    path: str, storage: CheckpointStorage | None = None, *, own_job: bool = False
+    path: str,
+    storage: CheckpointStorage | None = None,
+    *,
+    own_job: bool = False,
+    published: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """The checkpoint at ``path``: a ``chk-<N>`` folder, or a job's folder (its latest).
 
@@ -149,9 +153,10 @@ def load_checkpoint(
     Its metadata and every subtask's manifest are read and checked: missing, damaged and
     foreign (another job's, checkpoint's or subtask's) files are CheckpointErrors naming
     the file. ``own_job``: the driver reads a checkpoint its job folder holds (its
-    identity checked at the start; ``committed`` left False), in fewer requests."""
+    identity checked at the start; ``committed`` left False), in fewer requests, from
+    the metadata it ``published`` if given."""
     storage = storage_at(path, storage)
-    document = storage.read_json(f"{storage.base_path}/{METADATA}", if_there=True)
+    document = published or storage.read_json(f"{storage.base_path}/{METADATA}", if_there=True)
     folder = storage.base_path
     if document is None:  # a job's folder: its latest completed checkpoint
         folder = checkpoint_folder(storage, storage.base_path)

@@ -284,3 +284,13 @@ def _subtask_named(document: dict[str, Any]) -> str:
     """'task' subtask N as far as a (maybe damaged) acknowledgement names it."""
     task = document.get("task_name", "<no task_name>")
     return f"{task!r} subtask {document.get('subtask_index', '<no subtask_index>')}"
+
+
+def relative_manifests(
+    folder: str, acknowledgements: list[TaskAcknowledgement]
+) -> list[dict[str, Any]]:
+    """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
+    return [
+        replace(ack, manifest_path=relative_path(folder, ack.manifest_path)).to_json()
+        for ack in acknowledgements
+    ]

@@ -310,7 +310,8 @@ class JobRun:
         """What the next epoch restores: the checkpoint this one just completed (read
         through the job's storage: its paths have no scheme, whatever the file system)."""
         path = self.folder.checkpoint_dir(checkpoint.checkpoint_id)
-        stored = load_checkpoint(path, self.storage, own_job=True)
+        published = self.coordinator.published(checkpoint.checkpoint_id)
+        stored = load_checkpoint(path, self.storage, own_job=True, published=published)
         names = {name: name for name in stored.operators()}
         return plan_restores(RestoreSource(stored, names, []), self.graph)
 
