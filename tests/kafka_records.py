@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from typing import Any
 
 from kafka_server import KafkaBroker
@@ -75,3 +76,15 @@ def as_row(message: Any) -> dict[str, Any]:
 def in_place(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` in (topic, partition, offset) order."""
     return sorted(rows, key=lambda row: (row["topic"], row["partition"], row["offset"]))
+
+
+def add_partition(kafka: KafkaBroker, topic: str, count: int) -> None:
+    """Grow ``topic`` to ``count`` partitions and wait until each has a leader."""
+    from confluent_kafka.admin import NewPartitions
+
+    admin = kafka.admin()
+    admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

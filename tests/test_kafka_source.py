@@ -4,13 +4,12 @@ broker of tests/kafka_server.py, compared with what the tests produced."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from kafka_records import BASE_MS, in_place, order, produce_orders
+from kafka_records import BASE_MS, add_partition, in_place, order, produce_orders
 from kafka_server import KafkaBroker
 
 from flintlock import PluginError, Source, StreamExecutionEnvironment
@@ -19,18 +18,6 @@ from flintlock.plugins.kafka_source import KafkaStreamSource, capped_ranges, kaf
 
 def new_topic(kafka: KafkaBroker, partitions: int) -> str:
     return kafka.create_topic(f"orders-{uuid.uuid4().hex[:8]}", partitions)
-
-
-def add_partition(kafka: KafkaBroker, topic: str, count: int) -> None:
-    """Grow ``topic`` to ``count`` partitions and wait until each has a leader."""
-    from confluent_kafka.admin import NewPartitions
-
-    admin = kafka.admin()
-    admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < count:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 def read_all(source: Source, parallelism: int) -> list[dict[str, Any]]:
