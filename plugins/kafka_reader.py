@@ -110,6 +110,7 @@ class KafkaRangeReader(SourceReader):
         consumer = kafka.Consumer(
             {
                 "isolation.level": "read_committed",
+                "auto.offset.reset": "error",  # planned offsets gone (retention): say so
                 **self.config,
                 "group.id": self.config.get("group.id") or "flintlock-reader",
                 "enable.auto.commit": False,
@@ -152,7 +153,11 @@ class KafkaRangeReader(SourceReader):
             error = message.error()
             if error is not None:
                 if error.code() != kafka.KafkaError._PARTITION_EOF:
-                    raise PluginError(f"from_kafka: reading {split}: {error}")
+                    raise PluginError(
+                        f"from_kafka: reading topic '{message.topic()}' partition "
+                        f"{message.partition()} from offset {self._positions.get(split)}: "
+                        f"{error.str()}"
+                    )
                 if message.offset() >= self.ranges[split][1]:
                     self._close(split, open_splits)
                 continue

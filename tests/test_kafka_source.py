@@ -170,6 +170,23 @@ def test_errors_before_spark_name_the_topic_partition_or_broker(kafka: KafkaBrok
     assert stream.schema is not None and stream.schema.names[0] == "key"
 
 
+def test_planned_records_deleted_before_they_are_read_fail_naming_the_partition(
+    kafka: KafkaBroker,
+) -> None:
+    from confluent_kafka import TopicPartition
+
+    topic = new_topic(kafka, 1)
+    produce_orders(kafka, topic, range(10), 1)
+    source = kafka_source(bootstrap_servers=kafka.bootstrap, topics=[topic])
+    planned = source.plan_epoch(source.initial_state(0), 0, 1)
+    admin = kafka.admin()  # kept: its futures end with it
+    deleted = admin.delete_records([TopicPartition(topic, 0, 6)])
+    for future in deleted.values():
+        future.result(30)
+    with pytest.raises(PluginError, match=rf"topic '{topic}' partition 0 from offset 0"):
+        read_epoch(source, planned.assignments)
+
+
 def test_completed_checkpoints_commit_the_offsets_to_the_group(kafka: KafkaBroker) -> None:
     from confluent_kafka import Consumer, TopicPartition
 

@@ -86,7 +86,7 @@ class UnboundedSource(Source):
     ) -> SourceReader:
         """A reader of exactly ``splits`` (this subtask's part of one epoch)."""
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, state: Any) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: int, state: object) -> None:
         """On the driver, once checkpoint ``checkpoint_id`` is committed, with the
         enumerator's ``state`` in it (e.g. to publish offsets for monitoring)."""
 
