@@ -12,7 +12,13 @@ import pytest
 from kafka_records import BASE_MS, add_partition, in_place, order, produce_orders
 from kafka_server import KafkaBroker
 
-from flintlock import PluginError, Source, StreamExecutionEnvironment
+from flintlock import (
+    EventTimeError,
+    PluginError,
+    Source,
+    StreamExecutionEnvironment,
+    WatermarkStrategy,
+)
 from flintlock.plugins.kafka_source import KafkaStreamSource, capped_ranges, kafka_source
 
 
@@ -168,6 +174,11 @@ def test_errors_before_spark_name_the_topic_partition_or_broker(kafka: KafkaBrok
         env.from_kafka(kafka.bootstrap, topics=[topic], value_format="json")
     stream = env.from_kafka(kafka.bootstrap, topic_pattern=f"{topic[:-2]}.*", name="orders")
     assert stream.schema is not None and stream.schema.names[0] == "key"
+    assert stream.timestamp_column == "timestamp"  # event time: the record timestamp
+    late = WatermarkStrategy("timestamp", 5000)  # a watermark over it is accepted
+    assert env.from_kafka(kafka.bootstrap, topics=[topic], watermark_strategy=late).schema
+    with pytest.raises(EventTimeError, match="'ts' is not in the schema"):
+        env.from_kafka(kafka.bootstrap, topics=[topic], watermark_strategy=WatermarkStrategy("ts"))
 
 
 def test_planned_records_deleted_before_they_are_read_fail_naming_the_partition(
