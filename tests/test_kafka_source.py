@@ -198,6 +198,33 @@ def test_planned_records_deleted_before_they_are_read_fail_naming_the_partition(
         read_epoch(source, planned.assignments)
 
 
+def test_a_broker_restart_mid_read_loses_and_repeats_nothing(kafka: KafkaBroker) -> None:
+    topic = new_topic(kafka, 2)
+    sent = produce_orders(kafka, topic, range(300), 2)
+    small_fetches = {  # the reader must go back to the broker after the restart
+        "message.max.bytes": 1000,
+        "fetch.max.bytes": 1100,
+        "max.partition.fetch.bytes": 512,
+        "queued.max.messages.kbytes": 1,
+    }
+    source = kafka_source(
+        bootstrap_servers=kafka.bootstrap,
+        topics=[topic],
+        client_config=small_fetches,
+        batch_size=20,
+        timeout_seconds=60,
+    )
+    planned = source.plan_epoch(source.initial_state(0), 0, 1)
+    reader = source.create_epoch_reader(0, 1, planned.assignments[0])
+    batches = reader.read()
+    rows = next(batches).to_pylist()
+    kafka.restart(kill=True)
+    for batch in batches:
+        rows += batch.to_pylist()
+    reader.close()
+    assert in_place(rows) == in_place(sent)
+
+
 def test_completed_checkpoints_commit_the_offsets_to_the_group(kafka: KafkaBroker) -> None:
     from confluent_kafka import Consumer, TopicPartition
 

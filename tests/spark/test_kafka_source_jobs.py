@@ -2,7 +2,7 @@
 ``python from_kafka`` block runs as written, capped epochs read each record once; a
 second run of the same job, at another parallelism, after more records and a partition
 added to the topic, reads exactly the rest; the consumer group's committed offsets equal
-each last checkpoint's."""
+each last checkpoint's. A bounded read skips an aborted transaction's records."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from kafka_records import add_partition, order, produce_orders
+from kafka_records import add_partition, in_place, order, produce_orders
 from kafka_server import KafkaBroker
 
+from flintlock import StreamExecutionEnvironment
 from flintlock.checkpoints import load_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -87,3 +88,17 @@ def test_from_kafka_reads_each_record_once_across_runs_and_parallelisms(
     offsets = {f"{topic}:{p}": 75 for p in range(3)} | {f"{topic}:3": 5}
     assert checkpoint_offsets(job_folder) == offsets
     assert group_offsets(kafka, "orders-to-files", topic, 4) == offsets
+
+
+def test_a_bounded_read_with_aborted_transactions_is_the_committed_records(
+    spark: Any, kafka: KafkaBroker
+) -> None:
+    topic = kafka.create_topic(f"orders-{uuid.uuid4().hex[:8]}", 3)
+    sent = produce_orders(kafka, topic, range(40), 3, transactional_id=f"{topic}-a")
+    produce_orders(kafka, topic, range(40, 50), 3, transactional_id=f"{topic}-b", abort=True)
+    sent += produce_orders(kafka, topic, range(50, 60), 3)
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    stream = env.from_kafka(kafka.bootstrap, topics=[topic], bounded=True, batch_size=7)
+    produce_orders(kafka, topic, range(60, 70), 3)  # after the build: past the end offsets
+    table = stream.collect(job_name="bounded-kafka")
+    assert in_place(table.to_pylist()) == in_place(sent)
