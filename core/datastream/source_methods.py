@@ -1,5 +1,6 @@
 """The environment's ``from_*`` methods: where a program's streams start (collections,
-Arrow tables, DataFrames, Parquet, streaming DataFrames, sequences, any Source).
+Arrow tables, DataFrames, Parquet, streaming DataFrames, sequences, tables, Kafka,
+any Source).
 
 A half of ``StreamExecutionEnvironment`` (environment.py), kept apart so that neither
 module passes core/'s 400 lines. Every source is a source task reading splits, so each
@@ -253,6 +254,54 @@ class SourceMethods:
             table, catalog, warehouse, snapshot_id, unbounded, batch_size, catalog_name
         )
         return self.from_source(source, watermark_strategy)
+
+    def from_kafka(
+        self,
+        bootstrap_servers: str,
+        topics: list[str] | None = None,
+        topic_pattern: str | None = None,
+        starting_offsets: str | dict[str, Any] = "earliest",
+        bounded: bool = False,
+        value_format: Any = "bytes",
+        schema: pa.Schema | None = None,
+        client_config: dict[str, Any] | None = None,
+        max_records_per_epoch: int | None = None,
+        group_id: str | None = None,
+        name: str | None = None,
+        watermark_strategy: WatermarkStrategy | None = None,
+        batch_size: int = 10000,
+        timeout_seconds: float = 30.0,
+    ) -> DataStream:
+        """A stream of Kafka ``topics`` (or every topic matching ``topic_pattern``), read by
+        the ``kafka`` source plugin (confluent-kafka: no JVM), one partition per split:
+        key, value (``value_format``: "bytes", "utf-8", "json" into ``schema``, or a
+        ``ValueDeserializer``), topic, partition, offset, timestamp, headers.
+
+        ``starting_offsets``: "earliest", "latest", ``{"timestamp": ms}`` or
+        ``{topic: {partition: offset}}``. ``bounded``: stop at the end offsets seen now;
+        else epoch by epoch, each reading up to the end offsets seen when it is planned
+        (at most ``max_records_per_epoch``), the offsets in each checkpoint, committed to
+        ``group_id`` once it completes. Event time is the record timestamp unless
+        ``watermark_strategy`` says otherwise. Read read_committed unless
+        ``client_config`` sets ``isolation.level``."""
+        _check_batch_size(batch_size, "from_kafka")
+        factory = self.registry.get("source", "kafka")
+        source = factory(
+            bootstrap_servers=bootstrap_servers,
+            topics=None if topics is None else list(topics),
+            topic_pattern=topic_pattern,
+            starting_offsets=starting_offsets,
+            bounded=bounded,
+            value_format=value_format,
+            schema=schema,
+            client_config=dict(client_config or {}),
+            max_records_per_epoch=max_records_per_epoch,
+            group_id=group_id,
+            batch_size=batch_size,
+            timeout_seconds=timeout_seconds,
+        )
+        strategy = watermark_strategy or WatermarkStrategy.no_watermarks("timestamp")
+        return self.from_source(source, strategy, name=name)
 
     def from_source(
         self,

@@ -294,6 +294,11 @@ class JobRun:
         """Once the checkpoint completed: the commit (a failure fails the job, never only
         a request: the next start completes it), cleanup, retention."""
         self.coordinator.commit(checkpoint, self.sinks)
+        for name, (source, _) in self.sources.items():  # the enumerators hear of it
+            if self.uids[name] in checkpoint.sources:
+                source.notify_checkpoint_complete(
+                    checkpoint.checkpoint_id, checkpoint.sources[self.uids[name]]
+                )
         # what dead attempts of this epoch staged (a worker killed mid-epoch) goes now
         self.abort_uncommitted(checkpoint.committables)
         self.coordinator.retain(self.config.retained_checkpoints)

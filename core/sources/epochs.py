@@ -86,6 +86,10 @@ class UnboundedSource(Source):
     ) -> SourceReader:
         """A reader of exactly ``splits`` (this subtask's part of one epoch)."""
 
+    def notify_checkpoint_complete(self, checkpoint_id: int, state: object) -> None:
+        """On the driver, once checkpoint ``checkpoint_id`` is committed, with the
+        enumerator's ``state`` in it (e.g. to publish offsets for monitoring)."""
+
     def create_reader(
         self, subtask_index: int, parallelism: int, positions: dict[str, int]
     ) -> SourceReader:

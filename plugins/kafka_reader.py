@@ -1,0 +1,233 @@
+"""The kafka source on a worker: reads exactly ``[start, end)`` of its partitions with an
+assigned consumer (no group, no rebalance) into Arrow batches, values deserialised.
+
+Offsets of a read_committed consumer are not contiguous (transaction markers, aborted
+records), so a partition is done once its position reaches ``end``, never after a count
+of records."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock import PluginError, SourceReader
+from flintlock.plugins.kafka_offsets import confluent, parse_split, split_name
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def record_schema(value_type: pa.DataType) -> pa.Schema:
+    """The columns of every batch the kafka source reads."""
+    return pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", value_type),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("ms", tz="UTC")),
+            ("headers", HEADERS),
+        ]
+    )
+
+
+class ValueDeserializer:
+    """Turns a record's value bytes into the ``value`` column (the plugin point for Avro,
+    Protobuf...): ``value_type`` is the column's Arrow type, ``deserialize`` one value's
+    Python object of it. Null values stay null."""
+
+    value_type: pa.DataType = pa.binary()
+
+    def deserialize(self, data: bytes) -> Any:
+        return data
+
+
+class Utf8Values(ValueDeserializer):
+    value_type = pa.string()
+
+    def deserialize(self, data: bytes) -> Any:
+        return data.decode("utf-8")
+
+
+class JsonValues(ValueDeserializer):
+    """A JSON object per record, into a struct of ``schema``'s fields."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.value_type = pa.struct(list(schema))
+
+    def deserialize(self, data: bytes) -> Any:
+        value = json.loads(data)
+        pa.array([value], self.value_type)  # raises here, at its own record, if it does not fit
+        return value
+
+
+def value_deserializer(value_format: Any, schema: pa.Schema | None) -> ValueDeserializer:
+    """The deserialiser ``value_format`` names (or is)."""
+    if isinstance(value_format, ValueDeserializer):
+        return value_format
+    if value_format == "json":
+        if not isinstance(schema, pa.Schema):
+            raise PluginError("from_kafka: value_format='json' needs schema=pyarrow.Schema")
+        return JsonValues(schema)
+    known = {"bytes": ValueDeserializer, "utf-8": Utf8Values}
+    if value_format not in known:
+        raise PluginError(
+            f"from_kafka: value_format {value_format!r} must be 'bytes', 'utf-8', 'json' "
+            f"(with schema=) or a ValueDeserializer"
+        )
+    return known[value_format]()
+
+
+class KafkaRangeReader(SourceReader):
+    """Reads ``{split: (start, end)}``; ``positions`` are each split's next offset."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        ranges: dict[str, tuple[int, int]],
+        deserializer: ValueDeserializer,
+        batch_size: int,
+        timeout_seconds: float,
+    ) -> None:
+        self.config = config
+        self.ranges = ranges
+        self.deserializer = deserializer
+        self.schema = record_schema(deserializer.value_type)
+        self.batch_size = batch_size
+        self.timeout = timeout_seconds
+        self._positions = {split: start for split, (start, _) in ranges.items()}
+        self._consumer: Any = None
+
+    def positions(self) -> dict[str, int]:
+        return dict(self._positions)
+
+    def _open(self) -> Any:
+        kafka = confluent()
+        consumer = kafka.Consumer(
+            {
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "error",  # planned offsets gone (retention): say so
+                **self.config,
+                "group.id": self.config.get("group.id") or "flintlock-reader",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+            }
+        )
+        pending = {s: self._positions[s] for s, (_, end) in self.ranges.items()}
+        consumer.assign([kafka.TopicPartition(*parse_split(s), o) for s, o in pending.items()])
+        return consumer
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        open_splits = {s for s, (_, end) in self.ranges.items() if self._positions[s] < end}
+        if not open_splits:
+            return
+        self._consumer = consumer = self._open()
+        rows: list[Any] = []
+        deadline = time.monotonic() + self.timeout
+        while open_splits:
+            messages = consumer.consume(self.batch_size - len(rows), 0.2)
+            progressed = self._take(messages, rows, open_splits)
+            progressed |= self._check_positions(open_splits)
+            if progressed:
+                deadline = time.monotonic() + self.timeout
+            elif time.monotonic() > deadline:
+                raise PluginError(
+                    f"from_kafka: partitions {sorted(open_splits)} did not reach their planned "
+                    f"end offsets within {self.timeout} s (at {self._where(open_splits)})"
+                )
+            if len(rows) >= self.batch_size or (rows and not open_splits):
+                yield self._batch(rows)
+                rows = []
+
+    def _take(self, messages: list[Any], rows: list[Any], open_splits: set[str]) -> bool:
+        """Keep the records below their split's end; close splits that reached it."""
+        kafka = confluent()
+        progressed = False
+        for message in messages:
+            split = split_name(message.topic(), message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() != kafka.KafkaError._PARTITION_EOF:
+                    raise PluginError(
+                        f"from_kafka: reading topic '{message.topic()}' partition "
+                        f"{message.partition()} from offset {self._positions.get(split)}: "
+                        f"{error.str()}"
+                    )
+                if message.offset() >= self.ranges[split][1]:
+                    self._close(split, open_splits)
+                continue
+            if split not in open_splits:
+                continue
+            end = self.ranges[split][1]
+            if message.offset() >= end:
+                self._close(split, open_splits)
+                continue
+            rows.append(message)
+            progressed = True
+            self._positions[split] = message.offset() + 1
+            if message.offset() + 1 >= end:
+                self._close(split, open_splits)
+        return progressed
+
+    def _check_positions(self, open_splits: set[str]) -> bool:
+        """Close splits whose consumer position passed their end (markers, aborts)."""
+        if not open_splits:
+            return False
+        kafka = confluent()
+        asked = [kafka.TopicPartition(*parse_split(s)) for s in sorted(open_splits)]
+        closed = False
+        for tp in self._consumer.position(asked):
+            split = split_name(tp.topic, tp.partition)
+            if tp.offset >= self.ranges[split][1]:
+                self._close(split, open_splits)
+                closed = True
+        return closed
+
+    def _close(self, split: str, open_splits: set[str]) -> None:
+        if split in open_splits:
+            open_splits.discard(split)
+            self._positions[split] = self.ranges[split][1]
+            self._consumer.pause([confluent().TopicPartition(*parse_split(split))])
+
+    def _where(self, splits: set[str]) -> str:
+        return ", ".join(f"{s} offset {self._positions[s]}" for s in sorted(splits))
+
+    def _batch(self, messages: list[Any]) -> pa.RecordBatch:
+        """The Arrow batch of ``messages``; a value that does not deserialise names its
+        record."""
+        values = []
+        for message in messages:
+            data = message.value()
+            try:
+                values.append(None if data is None else self.deserializer.deserialize(data))
+            except Exception as error:
+                raise PluginError(
+                    f"from_kafka: the value of topic '{message.topic()}' partition "
+                    f"{message.partition()} offset {message.offset()} does not deserialise "
+                    f"({type(self.deserializer).__name__}): {error}"
+                ) from error
+        stamps = [m.timestamp() for m in messages]
+        columns = [
+            pa.array([m.key() for m in messages], pa.binary()),
+            pa.array(values, self.deserializer.value_type),
+            pa.array([m.topic() for m in messages], pa.string()),
+            pa.array([m.partition() for m in messages], pa.int32()),
+            pa.array([m.offset() for m in messages], pa.int64()),
+            pa.array([ms if kind else None for kind, ms in stamps], pa.timestamp("ms", tz="UTC")),
+            pa.array([_headers(m.headers()) for m in messages], HEADERS),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+
+def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]]:
+    return [{"key": key, "value": value} for key, value in headers or []]
