@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
+from s3_faults import FaultInjectingProxy
 
 BUCKET = "flintlock-tests"
 CREDENTIALS = "testing:testing"
@@ -137,3 +138,11 @@ def wait_until_serving(running: S3Server, server: subprocess.Popen[bytes]) -> No
 def s3_folder(s3: S3Server) -> str:
     """A folder of its own in the bucket for one test: its path (without the bucket)."""
     return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def s3_proxy(s3: S3Server) -> Iterator[FaultInjectingProxy]:
+    """A proxy in front of the session's server that counts requests and injects the
+    faults a test asks for (tests/s3_faults.py)."""
+    with FaultInjectingProxy(s3.endpoint) as running:
+        yield running

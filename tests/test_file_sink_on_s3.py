@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +30,6 @@ from flintlock.sinks.files_s3 import MIN_PART_SIZE, multipart_etag
 from flintlock.testing import OneInputHarness
 
 SPARK_REACHED = "execute() reached the Spark session"
-
-
-@pytest.fixture
-def proxy(s3: S3Server) -> Iterator[FaultInjectingProxy]:
-    """A request-counting proxy in front of the test server."""
-    with FaultInjectingProxy(s3.endpoint) as running:
-        yield running
 
 
 def client(s3: S3Server) -> Any:
@@ -72,9 +64,9 @@ def values(count: int, start: int = 0) -> pa.RecordBatch:
     return pa.record_batch({"v": pa.array(range(start, start + count), pa.int64())})
 
 
-def data_requests(proxy: FaultInjectingProxy) -> list[str]:
+def data_requests(s3_proxy: FaultInjectingProxy) -> list[str]:
     """The operations of the requests the proxy saw for data files (``part-*``)."""
-    return [operation for operation, path in proxy.requests if "/part-" in path]
+    return [operation for operation, path in s3_proxy.requests if "/part-" in path]
 
 
 def harness_into(sink: FileSink, *batches: pa.RecordBatch) -> OneInputHarness:
@@ -85,9 +77,9 @@ def harness_into(sink: FileSink, *batches: pa.RecordBatch) -> OneInputHarness:
 
 
 def test_rows_are_invisible_until_commit_which_completes_uploads_without_copying(
-    s3: S3Server, s3_folder: str, proxy: FaultInjectingProxy
+    s3: S3Server, s3_folder: str, s3_proxy: FaultInjectingProxy
 ) -> None:
-    sink = FileSink(s3.uri(f"{s3_folder}/out", endpoint=proxy.endpoint))
+    sink = FileSink(s3.uri(f"{s3_folder}/out", endpoint=s3_proxy.endpoint))
     harness = harness_into(sink, values(1000), values(500, start=1000))
     harness.complete(checkpoint_id=1)
     assert harness.acknowledgement is not None
@@ -97,18 +89,18 @@ def test_rows_are_invisible_until_commit_which_completes_uploads_without_copying
     assert read_rows(s3, f"{s3_folder}/out").num_rows == 0  # nothing visible yet
     assert [k for k in keys_under(s3, s3_folder) if "/part-" in k] == []
 
-    proxy.requests.clear()
+    s3_proxy.requests.clear()
     harness.commit(sink)
-    assert data_requests(proxy) == ["ListParts", "CompleteMultipartUpload"]  # no copy
-    assert not any(op in ("CopyObject", "UploadPartCopy") for op, _ in proxy.requests)
+    assert data_requests(s3_proxy) == ["ListParts", "CompleteMultipartUpload"]  # no copy
+    assert not any(op in ("CopyObject", "UploadPartCopy") for op, _ in s3_proxy.requests)
     expected = pa.table({"v": pa.array(range(1500), pa.int64())})
     assert read_rows(s3, f"{s3_folder}/out").equals(expected)
     assert pending_uploads(s3, s3_folder) == []
     assert not any("/_staging-" in key for key in keys_under(s3, s3_folder))  # markers gone
 
-    proxy.requests.clear()
+    s3_proxy.requests.clear()
     harness.commit(sink)  # the driver died after the commit: it runs again, changes nothing
-    assert not any(op in ("CopyObject", "PutObject", "UploadPart") for op, _ in proxy.requests)
+    assert not any(op in ("CopyObject", "PutObject", "UploadPart") for op, _ in s3_proxy.requests)
     assert read_rows(s3, f"{s3_folder}/out").equals(expected)
     assert sink.committed_files() == [f"{BUCKET}/{file['key']}"]
 
