@@ -265,7 +265,8 @@ def start_broker() -> KafkaBroker:
     (folder / "server.properties").write_text(SERVER_PROPERTIES.format(folder=folder, **ports))
     (folder / "log4j2.properties").write_text(LOG4J.format(folder=folder))
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    storage_tool = ["kafka.tools.StorageTool", "format", "-t", cluster_id]
+    # "=": an id may begin with "-", which StorageTool would read as an option
+    storage_tool = ["kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}"]
     done = subprocess.run(
         [
             "java",
