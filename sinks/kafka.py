@@ -75,6 +75,8 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
     Topics must exist: the sink checks them before Spark starts and never creates one."""
 
     name = "kafka"
+    committer_type: type[kafka_commit.TransactionalCommitter] = kafka_commit.TransactionalCommitter
+    """The driver's transactional committer (a subclass may observe its steps)."""
 
     def __init__(
         self,
@@ -214,9 +216,7 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
     def committer(self, who: str) -> kafka_commit.TransactionalCommitter:
         """The driver's transactional producer, made once per sink object."""
         if self._committer is None:
-            self._committer = kafka_commit.TransactionalCommitter(
-                self.client_config(), self.topic, who
-            )
+            self._committer = self.committer_type(self.client_config(), self.topic, who)
         self._committer.who = who
         return self._committer
 

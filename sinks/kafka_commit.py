@@ -97,7 +97,7 @@ class TransactionalCommitter:
             counter = DeliveryCounter(producer, self.who)
             for batch in batches():
                 send(counter, batch)
-            self.before_commit(counter)
+            self.before_commit(context, counter)
             marker = TopicPartition(self.marker_topic, 0, context.checkpoint_id)
             metadata = marker_consumer.consumer_group_metadata()
             self._kafka(
@@ -112,8 +112,9 @@ class TransactionalCommitter:
             marker_consumer.close()
         return True
 
-    def before_commit(self, counter: DeliveryCounter) -> None:
-        """Every row is queued in the open transaction; the transaction is not committed."""
+    def before_commit(self, context: CommitContext, counter: DeliveryCounter) -> None:
+        """Wait until every row of the open transaction is at the broker (it is not
+        committed yet: a test kills its driver here)."""
         counter.flush(TIMEOUT)
 
     def _abort(self) -> None:
