@@ -1,18 +1,21 @@
 """KafkaSink in real Spark jobs on the session's broker, the driver killed inside the
 commit of checkpoint 2 and the job started again (kafka_sink_job.py): exactly once, a
 ``read_committed`` consumer sees every row once; at least once, every row at least once
-(a replayed epoch may send its rows again)."""
+(a replayed epoch may send its rows again); and README's KafkaSink block."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
 from job_scripts import run_script
 from kafka_server import KafkaBroker
 
@@ -64,3 +67,23 @@ def test_at_least_once_a_driver_killed_inside_the_commit(
     # every row at least once (checkpoint 2 had completed: the restart goes on from it,
     # so here no row comes twice; a restart from an earlier checkpoint would resend)
     assert set(counts) == set(range(PER_EPOCH * EPOCHS))
+
+
+def test_the_readme_block_writes_each_record_once_with_key_and_header(
+    kafka: KafkaBroker, monkeypatch: pytest.MonkeyPatch, spark: Any
+) -> None:
+    """README's block fenced ``python kafka-sink`` (tests/test_docs.py runs the others)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (block,) = re.findall(r"^```python kafka-sink\n(.*?)^```", readme, re.S | re.M)
+    topic = kafka.create_topic(f"readme{uuid.uuid4().hex[:8]}", partitions=2)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka.bootstrap)
+    monkeypatch.setenv("ORDERS_OUT_TOPIC", topic)
+    exec(compile(block, "README python kafka-sink block", "exec"), {"__name__": "readme"})
+    records = kafka.records(topic)
+    seen = sorted((r.key(), json.loads(r.value())["order_id"], r.headers()) for r in records)
+    assert seen == [
+        (b"ada", 0, [("customer", b"ada")]),
+        (b"ada", 2, [("customer", b"ada")]),
+        (b"bob", 1, [("customer", b"bob")]),
+    ]
+    assert len({r.partition() for r in records if r.key() == b"ada"}) == 1  # one key, one partition
