@@ -169,7 +169,7 @@ def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool
     the transaction log can be written (its replication factor and min ISR fit the
     cluster's brokers, else ``init_transactions`` would wait until it times out)."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     where = f"brokers {config.get('bootstrap.servers')}"
     admin = AdminClient({**config, "socket.connection.setup.timeout.ms": 10000})
