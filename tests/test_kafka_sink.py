@@ -18,7 +18,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka_server import KafkaBroker
 
+from flintlock import StreamExecutionEnvironment
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.datastream import environment
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
 from flintlock.core.testing import OneInputHarness
@@ -77,6 +79,19 @@ def test_a_missing_topic_is_refused_before_spark_naming_it(kafka: KafkaBroker) -
     message = str(refused.value)
     assert "KafkaSink 'orders' of job 'job'" in message
     assert "['no_such_topic'] do not exist" in message and "does not create topics" in message
+
+
+def test_execute_refuses_a_missing_topic_before_asking_for_spark(
+    kafka: KafkaBroker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def spark_would_start(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("execute() reached the Spark session: the check came too late")
+
+    monkeypatch.setattr(environment, "active_or_local_session", spark_would_start)
+    env = StreamExecutionEnvironment(parallelism=2, checkpoint_dir=str(tmp_path / "chk"))
+    env.from_collection([{"id": 1}]).sink_to(KafkaSink("missing_orders", kafka.bootstrap))
+    with pytest.raises(SinkOutputError, match=r"\['missing_orders'\] do not exist"):
+        env.execute("load")
 
 
 def test_unreachable_brokers_are_refused_naming_them() -> None:
