@@ -22,10 +22,18 @@ from flintlock import CheckpointError, CommittableError, SinkOutputError
 from flintlock.plugin_api import CheckpointStorage, CommitContext, safe_name
 from flintlock.sinks.kafka_records import DeliveryCounter
 
+CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.")
+"""The producer settings the driver's consumers and admin client share (how to reach and
+authenticate to the brokers); producer-only ones would only draw librdkafka warnings."""
 TIMEOUT = 60.0
 """Seconds the driver waits for the broker in one step (init, commit, a read)."""
 NO_OFFSET = -1001
 """What ``Consumer.committed`` returns for a group that never committed the partition."""
+
+
+def connection_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings of ``config`` a consumer or admin client needs to reach the brokers."""
+    return {k: v for k, v in config.items() if k.startswith(CONNECTION_SETTINGS)}
 
 
 def transactional_id(job_id: str, sink_uid: str) -> str:
@@ -66,7 +74,9 @@ class TransactionalCommitter:
         from confluent_kafka import Consumer, TopicPartition
 
         group = marker_group(context.job_id, context.sink_uid)
-        consumer = Consumer({**self.config, "group.id": group, "enable.auto.commit": False})
+        consumer = Consumer(
+            {**connection_config(self.config), "group.id": group, "enable.auto.commit": False}
+        )
         try:
             found = self._kafka(
                 "reading the marker",
@@ -91,7 +101,7 @@ class TransactionalCommitter:
         from confluent_kafka import Consumer, TopicPartition
 
         group = marker_group(context.job_id, context.sink_uid)
-        marker_consumer = Consumer({**self.config, "group.id": group})
+        marker_consumer = Consumer({**connection_config(self.config), "group.id": group})
         try:
             producer.begin_transaction()
             counter = DeliveryCounter(producer, self.who)
@@ -172,7 +182,7 @@ def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     where = f"brokers {config.get('bootstrap.servers')}"
-    admin = AdminClient({**config, "socket.connection.setup.timeout.ms": 10000})
+    admin = AdminClient({"socket.connection.setup.timeout.ms": 10000, **connection_config(config)})
     try:
         metadata = admin.list_topics(timeout=15)
     except KafkaException as error:
