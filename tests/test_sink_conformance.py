@@ -1,8 +1,9 @@
 """The conformance kit for 2PC sinks (``flintlock.testing``) on every built-in sink, on
 its real storage: FileSink on a local folder and on the moto S3 server, DeltaSink,
-IcebergSink (SQL catalog on SQLite), PostgresSink (a real server, both visibilities) and
-the example plugin's JsonLinesSink; and two broken sinks the kit must fail, naming the
-scenario and what was wrong. No Spark: the kit runs the task lifecycle in-process."""
+IcebergSink (SQL catalog on SQLite), PostgresSink (a real server, both visibilities),
+KafkaSink (exactly once, on a real broker) and the example plugin's JsonLinesSink; and
+broken sinks the kit must fail, naming the scenario and what was wrong. No Spark: the
+kit runs the task lifecycle in-process."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from deltalake import DeltaTable
 from flintlock_example_plugin.jsonl_sink import JsonLinesSink
+from kafka_server import KafkaBroker
 from s3_server import S3Server
 
 from flintlock.core.conformance.scenario import id_problems
@@ -29,6 +33,7 @@ from flintlock.sinks.delta import DeltaSink
 from flintlock.sinks.files import FileSink
 from flintlock.sinks.iceberg import IcebergSink
 from flintlock.sinks.iceberg_tables import catalog_spec, load_catalog
+from flintlock.sinks.kafka import KafkaSink
 from flintlock.sinks.postgres import PostgresSink
 from flintlock.sinks.postgres_sql import STAGE_PREFIX
 from flintlock.testing import (
@@ -192,7 +197,49 @@ class JsonLinesTarget(SinkTarget[JsonLinesSink]):
         return sorted(str(path) for path in Path(sink.folder).glob("_staging-*/*"))
 
 
-TARGETS = ["files", "files-s3", "delta", "iceberg", "postgres", "postgres-prepared"]
+class KafkaTarget(SinkTarget[KafkaSink]):
+    """KafkaSink exactly once on the session's broker: the place's name is the topic (2
+    partitions, made on first use), read back with a ``read_committed`` consumer. Left
+    behind: transactions still open on the topic (a partition whose committed end is
+    short of its end), and staged files in the kit's checkpoint folder (beside the
+    place's folder: the sink stages in the job's checkpoint storage)."""
+
+    def __init__(self, broker: KafkaBroker) -> None:
+        self.broker = broker
+        self.folders: dict[str, str] = {}
+
+    def make_sink(self, place: OutputPlace) -> KafkaSink:
+        if place.name not in self.folders:
+            self.broker.create_topic(place.name, partitions=2)
+            self.folders[place.name] = place.folder
+        return KafkaSink(place.name, self.broker.bootstrap, value="json")
+
+    def read_committed(self, sink: Any) -> pa.Table:
+        records = self.broker.records(sink.topic, "read_committed")
+        ids = [json.loads(record.value())["id"] for record in records]
+        return pa.table({"id": pa.array(ids, pa.int64())})
+
+    def left_behind(self, sink: Any) -> list[str]:
+        partitions = [TopicPartition(sink.topic, p) for p in range(2)]
+        ends, admin = {}, self.broker.admin()  # kept until its answers arrive
+        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+            asked = {partition: OffsetSpec.latest() for partition in partitions}
+            found = admin.list_offsets(asked, isolation_level=level)
+            ends[level] = {tp.partition: f.result(timeout=30).offset for tp, f in found.items()}
+        committed, written = (
+            ends[IsolationLevel.READ_COMMITTED],
+            ends[IsolationLevel.READ_UNCOMMITTED],
+        )
+        left = [
+            f"open transaction on {sink.topic}[{p}] (committed {committed[p]} of {written[p]})"
+            for p in sorted(written)
+            if committed[p] < written[p]
+        ]
+        checkpoints = Path(self.folders[sink.topic]).parent / "checkpoints"
+        return left + sorted(str(path) for path in checkpoints.rglob("kafka-staging/**/*.arrow"))
+
+
+TARGETS = ["files", "files-s3", "delta", "iceberg", "postgres", "postgres-prepared", "kafka"]
 
 
 @pytest.fixture(params=TARGETS)
@@ -203,6 +250,8 @@ def target(request: pytest.FixtureRequest) -> SinkTarget[Any]:
         return PostgresTarget(conninfo, "subtask" if kind.endswith("prepared") else "checkpoint")
     if kind == "files-s3":
         return FileTarget(request.getfixturevalue("s3"))
+    if kind == "kafka":
+        return KafkaTarget(request.getfixturevalue("kafka"))
     return {
         "files": FileTarget,
         "delta": DeltaTarget,

@@ -1,0 +1,213 @@
+"""KafkaSink's committer on the driver: a checkpoint's staged rows produced in ONE Kafka
+transaction, together with a marker that says the checkpoint was sent.
+
+The producer's ``transactional.id`` is stable per (job, sink), so the first thing a new
+driver does, ``init_transactions``, fences the producer of a dead driver and aborts (or
+lets complete) the transaction it left open. The marker is the committed offset of the
+consumer group ``flintlock-<job id>-<sink uid>`` on partition 0 of the sink's topic: the
+checkpoint id, committed inside the transaction (``send_offsets_to_transaction``), so
+the rows and the marker become visible together or not at all. A replayed commit reads
+the marker first and skips checkpoints already sent: commits are idempotent. The group
+never joins (a consumer that never polls gives the group metadata; the broker takes a
+simple group's transactional offset commit)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from flintlock import CheckpointError, CommittableError, SinkOutputError
+from flintlock.plugin_api import CheckpointStorage, CommitContext, safe_name
+from flintlock.sinks.kafka_records import DeliveryCounter
+
+CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.")
+"""The producer settings the driver's consumers and admin client share (how to reach and
+authenticate to the brokers); producer-only ones would only draw librdkafka warnings."""
+TIMEOUT = 60.0
+"""Seconds the driver waits for the broker in one step (init, commit, a read)."""
+NO_OFFSET = -1001
+"""What ``Consumer.committed`` returns for a group that never committed the partition."""
+
+
+def connection_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings of ``config`` a consumer or admin client needs to reach the brokers."""
+    return {k: v for k, v in config.items() if k.startswith(CONNECTION_SETTINGS)}
+
+
+def transactional_id(job_id: str, sink_uid: str) -> str:
+    """The producer's id for (job, sink): the same in every run of the job."""
+    return f"flintlock-{job_id}-{safe_name(sink_uid or 'sink')}"
+
+
+def marker_group(job_id: str, sink_uid: str) -> str:
+    """The consumer group whose committed offset is the last checkpoint sent."""
+    return transactional_id(job_id, sink_uid)
+
+
+class TransactionalCommitter:
+    """One sink's transactional producer on the driver, made (and fenced in) once."""
+
+    def __init__(self, config: dict[str, Any], marker_topic: str, who: str) -> None:
+        self.config = config
+        self.marker_topic = marker_topic
+        self.who = who
+        self.producer: Any = None
+        self.txn_id = ""
+
+    def ready(self, context: CommitContext) -> Any:
+        """The producer for the context's (job, sink), ``init_transactions`` done: every
+        earlier producer with its id is fenced, its open transaction ended."""
+        txn_id = transactional_id(context.job_id, context.sink_uid)
+        if self.producer is not None and self.txn_id == txn_id:
+            return self.producer
+        from confluent_kafka import Producer
+
+        producer = Producer({**self.config, "transactional.id": txn_id, "enable.idempotence": True})
+        self._kafka("init_transactions", lambda: producer.init_transactions(TIMEOUT))
+        self.producer, self.txn_id = producer, txn_id
+        return producer
+
+    def sent_up_to(self, context: CommitContext) -> int:
+        """The last checkpoint id whose rows the marker group says were sent (0: none)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        group = marker_group(context.job_id, context.sink_uid)
+        consumer = Consumer(
+            {**connection_config(self.config), "group.id": group, "enable.auto.commit": False}
+        )
+        try:
+            found = self._kafka(
+                "reading the marker",
+                lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], TIMEOUT),
+            )
+        finally:
+            consumer.close()
+        offset = found[0].offset
+        return 0 if offset == NO_OFFSET or offset < 0 else int(offset)
+
+    def commit(
+        self,
+        context: CommitContext,
+        batches: Callable[[], Iterator[pa.RecordBatch]],
+        send: Callable[[DeliveryCounter, pa.RecordBatch], None],
+    ) -> bool:
+        """Send the checkpoint's rows (``batches``, each through ``send``) and the marker
+        in one transaction, unless the marker says it was sent; True if sent now."""
+        producer = self.ready(context)
+        if self.sent_up_to(context) >= context.checkpoint_id:
+            return False
+        from confluent_kafka import Consumer, TopicPartition
+
+        group = marker_group(context.job_id, context.sink_uid)
+        marker_consumer = Consumer({**connection_config(self.config), "group.id": group})
+        try:
+            producer.begin_transaction()
+            counter = DeliveryCounter(producer, self.who)
+            for batch in batches():
+                send(counter, batch)
+            self.before_commit(context, counter)
+            marker = TopicPartition(self.marker_topic, 0, context.checkpoint_id)
+            metadata = marker_consumer.consumer_group_metadata()
+            self._kafka(
+                "sending the marker",
+                lambda: producer.send_offsets_to_transaction([marker], metadata, TIMEOUT),
+            )
+            self._kafka("commit_transaction", lambda: producer.commit_transaction(TIMEOUT))
+        except BaseException:
+            self._abort()
+            raise
+        finally:
+            marker_consumer.close()
+        return True
+
+    def before_commit(self, context: CommitContext, counter: DeliveryCounter) -> None:
+        """Wait until every row of the open transaction is at the broker (it is not
+        committed yet: a test kills its driver here)."""
+        counter.flush(TIMEOUT)
+
+    def _abort(self) -> None:
+        """After a failed step: abort the open transaction; a producer that cannot (fenced,
+        fatal) is dropped, and the next commit makes and fences in a new one."""
+        try:
+            self.producer.abort_transaction(TIMEOUT)
+        except Exception:  # KafkaException: nothing open, fenced or fatal
+            self.producer = None
+
+    def _kafka(self, step: str, call: Callable[[], Any]) -> Any:
+        from confluent_kafka import KafkaException
+
+        try:
+            return call()
+        except KafkaException as error:
+            raise SinkOutputError(
+                f"{self.who}: {step} failed (transactional.id {self.txn_id or '-'}, "
+                f"brokers {self.config.get('bootstrap.servers')}): {error.args[0]}"
+            ) from error
+
+
+def read_staged(storage: CheckpointStorage, file: dict[str, Any], where: str) -> pa.Table:
+    """A staged Arrow IPC file, checked against its committable (bytes, rows); a missing
+    or damaged one is a CommittableError naming it."""
+    path = file["path"]
+    if not storage.exists(path):
+        raise CommittableError(
+            f"the staged file {path} of {where} is missing: its rows are lost for good; "
+            f"run the job anew with new_run=True"
+        )
+    size = storage.filesystem.get_file_info(path).size
+    if size != file["bytes"]:
+        raise CommittableError(
+            f"the staged file {path} of {where} has {size} bytes, {file['bytes']} were "
+            f"written (truncated or changed); run the job anew with new_run=True"
+        )
+    try:
+        table = storage.read_table(path)
+    except CheckpointError as error:
+        raise CommittableError(f"{error} ({where}); run the job anew with new_run=True") from error
+    if table.num_rows != file["rows"]:
+        raise CommittableError(
+            f"the staged file {path} of {where} holds {table.num_rows} rows, {file['rows']} "
+            f"were written; run the job anew with new_run=True"
+        )
+    return table
+
+
+def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool, who: str) -> None:
+    """Before Spark starts: the brokers answer, every topic exists, and (``transactional``)
+    the transaction log can be written (its replication factor and min ISR fit the
+    cluster's brokers, else ``init_transactions`` would wait until it times out)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    where = f"brokers {config.get('bootstrap.servers')}"
+    admin = AdminClient({"socket.connection.setup.timeout.ms": 10000, **connection_config(config)})
+    try:
+        metadata = admin.list_topics(timeout=15)
+    except KafkaException as error:
+        raise SinkOutputError(f"{who}: the {where} do not answer: {error.args[0]}") from error
+    missing = [t for t in topics if t not in metadata.topics or metadata.topics[t].error]
+    if missing:
+        raise SinkOutputError(
+            f"{who}: the topic(s) {missing} do not exist on the {where}: KafkaSink does not "
+            f"create topics (their partitions and replication are yours to choose); create "
+            f"them first, e.g. kafka-topics.sh --create --topic {missing[0]}"
+        )
+    if not transactional or not metadata.brokers:
+        return
+    broker_id = str(next(iter(metadata.brokers)))
+    try:
+        found = admin.describe_configs([ConfigResource(ResourceType.BROKER, broker_id)])
+        settings = next(iter(found.values())).result(timeout=15)
+    except KafkaException:  # describing configs may be denied: not an error
+        return
+    brokers = len(metadata.brokers)
+    for name in ("transaction.state.log.replication.factor", "transaction.state.log.min.isr"):
+        entry = settings.get(name)
+        if entry is not None and entry.value is not None and int(entry.value) > brokers:
+            raise SinkOutputError(
+                f"{who}: the {where} have {name}={entry.value} but {brokers} broker(s): the "
+                f"transaction log cannot be written, so exactly-once commits would hang. "
+                f"Lower it to at most {brokers} or use delivery='at-least-once'"
+            )
