@@ -160,6 +160,15 @@ def test_no_module_is_over_400_lines(path: Path) -> None:
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines: split it by concept"
 
 
+def test_no_two_test_modules_share_a_basename() -> None:
+    """pytest imports tests/ and tests/spark/ by basename: a second module of one name
+    stops the whole run at collection (tests/spark/test_x_on_spark.py is the rule)."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        clash = seen.setdefault(path.name, path)
+        assert clash == path, f"{path.relative_to(ROOT)} and {clash.relative_to(ROOT)}"
+
+
 def test_no_folder_holds_more_than_15_modules() -> None:
     for folder in [CORE, *(p for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__")]:
         modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]

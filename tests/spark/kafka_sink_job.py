@@ -4,7 +4,7 @@ exactly once, with checkpoint 2's rows sent in its Kafka transaction and the tra
 not committed; at least once, after its tasks flushed checkpoint 2's rows. Run again on
 the same job and checkpoint folder, the next driver finishes the job. Prints the status.
 
-Run by tests/spark/test_kafka_sink.py: ``kafka_sink_job.py BASE BOOTSTRAP TOPIC DELIVERY``.
+Run by tests/spark/test_kafka_sink_on_spark.py: ``kafka_sink_job.py BASE BOOTSTRAP TOPIC DELIVERY``.
 """
 
 from __future__ import annotations
