@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from flintlock import CheckpointError, CommittableError, TwoPhaseCommitSink, hookimpl
+from flintlock import TwoPhaseCommitSink, hookimpl
 from flintlock.plugin_api import (
     CheckpointStorage,
     CommitContext,
@@ -24,6 +24,7 @@ from flintlock.plugin_api import (
     list_folder,
     safe_name,
 )
+from flintlock.sinks.staged_files import read_staged
 
 
 class StagedArrowFile(TypedDict):
@@ -106,7 +107,7 @@ class CollectSink(TwoPhaseCommitSink[_Staging, StagedArrowFile]):
         if storage.exists(result_path):  # committed before a crash: read it back
             self.result = storage.read_table(result_path)
         else:
-            tables = [self._read_staged(storage, file, context) for file in committables]
+            tables = [read_staged(storage, file, context) for file in committables]
             if tables:
                 table = pa.concat_tables(tables, promote_options="permissive")
             else:
@@ -119,36 +120,6 @@ class CollectSink(TwoPhaseCommitSink[_Staging, StagedArrowFile]):
         for file in committables:  # the result is safe: staged files are not needed again
             if storage.exists(file["path"]):
                 storage.filesystem.delete_file(file["path"])
-
-    def _read_staged(
-        self, storage: CheckpointStorage, file: StagedArrowFile, context: CommitContext
-    ) -> pa.Table:
-        path = file["path"]
-        where = f"checkpoint {context.checkpoint_id} of job '{context.job_name}'"
-        if not storage.exists(path):
-            raise CommittableError(
-                f"the staged file {path} of {where} is missing: its rows are lost for good. "
-                f"Starting again will not change that; run the job anew with "
-                f"execute('{context.job_name}', new_run=True) or `flintlock run --new-run`"
-            )
-        size = storage.filesystem.get_file_info(path).size
-        if size != file["bytes"]:
-            raise CommittableError(
-                f"the staged file {path} of {where} has {size} bytes, {file['bytes']} were "
-                f"written (truncated or changed); run the job anew with new_run=True"
-            )
-        try:
-            table = storage.read_table(path)
-        except CheckpointError as error:
-            raise CommittableError(
-                f"{error} ({where}); run the job anew with new_run=True"
-            ) from error
-        if table.num_rows != file["rows"]:
-            raise CommittableError(
-                f"the staged file {path} of {where} holds {table.num_rows} rows, "
-                f"{file['rows']} were written; run the job anew with new_run=True"
-            )
-        return table
 
     def abort_uncommitted(self, context: CommitContext, keep: list[StagedArrowFile]) -> None:
         """Delete staged files of this sink and job that no completed checkpoint references."""

@@ -31,6 +31,7 @@ from flintlock.plugin_api import (
 from flintlock.sinks import kafka_commit
 from flintlock.sinks.kafka_records import JSON_ROW, DeliveryCounter, RecordLayout
 from flintlock.sinks.optional import require
+from flintlock.sinks.staged_files import read_staged
 
 DELIVERIES = ("exactly-once", "at-least-once")
 FLUSH_SECONDS = 120.0
@@ -226,13 +227,12 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
         if not self.exactly_once or not committables:
             return
         who = self._who(context.sink_uid, context.job_name, context.checkpoint_id)
-        where = f"checkpoint {context.checkpoint_id} of job '{context.job_name}'"
         ordered = sorted(committables, key=lambda c: (c["subtask"], c["path"]))
         storage = context.storage
 
         def batches() -> Iterator[pa.RecordBatch]:
             for file in ordered:
-                yield from kafka_commit.read_staged(storage, dict(file), where).to_batches()
+                yield from read_staged(storage, file, context).to_batches()
 
         def send(counter: DeliveryCounter, batch: pa.RecordBatch) -> None:
             for record in self.layout.records(batch, who):

@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock import CheckpointError, CommittableError, SinkOutputError
-from flintlock.plugin_api import CheckpointStorage, CommitContext, safe_name
+from flintlock import SinkOutputError
+from flintlock.plugin_api import CommitContext, safe_name
 from flintlock.sinks.kafka_records import DeliveryCounter
 
 CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.")
@@ -145,33 +145,6 @@ class TransactionalCommitter:
                 f"{self.who}: {step} failed (transactional.id {self.txn_id or '-'}, "
                 f"brokers {self.config.get('bootstrap.servers')}): {error.args[0]}"
             ) from error
-
-
-def read_staged(storage: CheckpointStorage, file: dict[str, Any], where: str) -> pa.Table:
-    """A staged Arrow IPC file, checked against its committable (bytes, rows); a missing
-    or damaged one is a CommittableError naming it."""
-    path = file["path"]
-    if not storage.exists(path):
-        raise CommittableError(
-            f"the staged file {path} of {where} is missing: its rows are lost for good; "
-            f"run the job anew with new_run=True"
-        )
-    size = storage.filesystem.get_file_info(path).size
-    if size != file["bytes"]:
-        raise CommittableError(
-            f"the staged file {path} of {where} has {size} bytes, {file['bytes']} were "
-            f"written (truncated or changed); run the job anew with new_run=True"
-        )
-    try:
-        table = storage.read_table(path)
-    except CheckpointError as error:
-        raise CommittableError(f"{error} ({where}); run the job anew with new_run=True") from error
-    if table.num_rows != file["rows"]:
-        raise CommittableError(
-            f"the staged file {path} of {where} holds {table.num_rows} rows, {file['rows']} "
-            f"were written; run the job anew with new_run=True"
-        )
-    return table
 
 
 def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool, who: str) -> None:
