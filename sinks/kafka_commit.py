@@ -13,6 +13,7 @@ simple group's transactional offset commit)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +28,8 @@ CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "clien
 authenticate to the brokers); producer-only ones would only draw librdkafka warnings."""
 TIMEOUT = 60.0
 """Seconds the driver waits for the broker in one step (init, commit, a read)."""
+RETRY_PAUSE, MAX_RETRY_PAUSE = 0.1, 2.0
+"""Seconds between tries of a step the broker answered with a retriable error."""
 NO_OFFSET = -1001
 """What ``Consumer.committed`` returns for a group that never committed the partition."""
 
@@ -136,15 +139,33 @@ class TransactionalCommitter:
             self.producer = None
 
     def _kafka(self, step: str, call: Callable[[], Any]) -> Any:
-        from confluent_kafka import KafkaException
+        """``call``, again while the broker answers with an error librdkafka marks
+        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s."""
+        return kafka_step(call, f"{self.who}: {step}", self._where())
 
+    def _where(self) -> str:
+        return (
+            f"transactional.id {self.txn_id or '-'}, brokers {self.config.get('bootstrap.servers')}"
+        )
+
+
+def kafka_step(call: Callable[[], Any], what: str, where: str, timeout: float = TIMEOUT) -> Any:
+    """``call`` retried on retriable Kafka errors (librdkafka's transactional API says
+    such a call may simply be made again) with doubling pauses until ``timeout`` s; any
+    other error, or the last, as a SinkOutputError naming ``what`` and ``where``."""
+    from confluent_kafka import KafkaException
+
+    deadline, pause = time.monotonic() + timeout, RETRY_PAUSE
+    while True:
         try:
             return call()
         except KafkaException as error:
-            raise SinkOutputError(
-                f"{self.who}: {step} failed (transactional.id {self.txn_id or '-'}, "
-                f"brokers {self.config.get('bootstrap.servers')}): {error.args[0]}"
-            ) from error
+            kafka_error = error.args[0]
+            retriable = getattr(kafka_error, "retriable", lambda: False)()
+            if not retriable or time.monotonic() + pause > deadline:
+                raise SinkOutputError(f"{what} failed ({where}): {kafka_error}") from error
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_RETRY_PAUSE)
 
 
 def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool, who: str) -> None:

@@ -67,9 +67,12 @@ num.network.threads=2
 num.io.threads=2
 num.recovery.threads.per.data.dir=1
 log.flush.interval.messages=9223372036854775807
+log.retention.ms=-1
 """
 """One node, replication factor 1 everywhere, one partition for the internal topics: it
-starts in seconds. Transactions work as on a cluster (the exactly-once sink needs them)."""
+starts in seconds. No time retention: the tests' records carry 2023 timestamps, and the
+broker's five-minutely retention check would delete them mid-run (earliest = latest).
+Transactions work as on a cluster (the exactly-once sink needs them)."""
 LOG4J = """\
 status = error
 appender.file.type = File

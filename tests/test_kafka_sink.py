@@ -27,7 +27,7 @@ from flintlock.core.testing import OneInputHarness
 from flintlock.errors import CommittableError, SinkOutputError
 from flintlock.plugin_api import CommitContext, OutputCheckContext
 from flintlock.sinks.kafka import KafkaSink
-from flintlock.sinks.kafka_commit import marker_group, transactional_id
+from flintlock.sinks.kafka_commit import kafka_step, marker_group, transactional_id
 
 ORDERS = pa.schema(
     [("id", pa.int64()), ("user", pa.string()), ("part", pa.int32()), ("route", pa.string())]
@@ -214,3 +214,31 @@ def test_a_damaged_staged_file_is_refused_naming_it(kafka: KafkaBroker, tmp_path
     with pytest.raises(CommittableError, match=f"{committable['path']} of checkpoint 1"):
         sink.commit(context(tmp_path, 1), [committable])
     assert kafka.records(name, "read_uncommitted") == []  # nothing sent, nothing open
+
+
+def test_a_retriable_kafka_error_is_tried_again_and_another_is_named() -> None:
+    from confluent_kafka import KafkaError
+
+    answers = [KafkaError(KafkaError.NOT_COORDINATOR, "Not coordinator", retriable=True)] * 2
+    calls: list[int] = []
+
+    def committed() -> str:
+        calls.append(1)
+        if answers:
+            raise KafkaException(answers.pop())
+        return "marker"
+
+    assert kafka_step(committed, "reading the marker", "brokers b:1") == "marker"
+    assert len(calls) == 3
+
+    def fenced() -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer producer"))
+
+    with pytest.raises(SinkOutputError, match=r"^reading the marker failed \(brokers b:1\): "):
+        kafka_step(fenced, "reading the marker", "brokers b:1")
+
+    def always_moving() -> None:
+        raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR, "moved", retriable=True))
+
+    with pytest.raises(SinkOutputError, match="moved"):
+        kafka_step(always_moving, "reading the marker", "brokers b:1", timeout=0.5)
