@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flintlock import PluginError, SourceReader
 from flintlock.plugins.kafka_offsets import confluent, parse_split, split_name
@@ -104,6 +105,11 @@ class KafkaRangeReader(SourceReader):
 
     def positions(self) -> dict[str, int]:
         return dict(self._positions)
+
+    def split_ids(self, batch: pa.RecordBatch) -> pa.Array:
+        """``topic:partition`` of each row: watermarks are per partition, as Flink's."""
+        topics, partitions = batch.column("topic"), batch.column("partition")
+        return pc.binary_join_element_wise(topics, pc.cast(partitions, pa.string()), ":")
 
     def _open(self) -> Any:
         kafka = confluent()

@@ -105,7 +105,8 @@ class KafkaSource(Source):
         topics = self.topics
         mine = topics.splits[subtask_index::parallelism]
         ranges = {s: (positions.get(s, topics.start[s]), self.ends[s]) for s in mine}
-        return topics.reader(ranges)
+        # an empty partition is left out: it would hold per-partition watermarks back
+        return topics.reader({s: (start, end) for s, (start, end) in ranges.items() if start < end})
 
 
 class KafkaStreamSource(UnboundedSource):

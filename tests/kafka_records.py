@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from kafka_server import KafkaBroker
@@ -20,7 +21,7 @@ def order(i: int) -> dict[str, Any]:
 def produce_orders(
     kafka: KafkaBroker,
     topic: str,
-    ids: range,
+    ids: Iterable[int],
     partitions: int,
     transactional_id: str | None = None,
     abort: bool = False,

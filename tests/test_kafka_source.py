@@ -14,12 +14,31 @@ from kafka_server import KafkaBroker
 
 from flintlock import (
     EventTimeError,
+    OneInputStreamOperator,
     PluginError,
     Source,
     StreamExecutionEnvironment,
+    Watermark,
     WatermarkStrategy,
 )
+from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock.core.sources.source import SourceOperator
 from flintlock.plugins.kafka_source import KafkaStreamSource, capped_ranges, kafka_source
+from flintlock.testing import SourceHarness
+
+
+class WatermarkLog(OneInputStreamOperator):
+    """Drops the rows; keeps the watermarks that reach it."""
+
+    def __init__(self) -> None:
+        super().__init__("watermarks")
+        self.watermarks: list[int] = []
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        pass
+
+    def process_watermark(self, watermark: Watermark, input_index: int = 1) -> None:
+        self.watermarks.append(watermark.timestamp)
 
 
 def new_topic(kafka: KafkaBroker, partitions: int) -> str:
@@ -98,6 +117,31 @@ def test_max_records_per_epoch_splits_the_backlog_in_proportion() -> None:
     assert capped_ranges(offsets, ends, 30) == {"t:0": (0, 20), "t:1": (10, 20)}
     assert capped_ranges(offsets, ends, None) == {"t:0": (0, 100), "t:1": (10, 60)}
     assert capped_ranges({"t:0": 0}, {"t:0": 3}, 1000) == {"t:0": (0, 3)}
+
+
+def test_watermarks_are_per_partition_and_a_quiet_partition_holds_them_back(
+    kafka: KafkaBroker,
+) -> None:
+    topic = new_topic(kafka, 2)
+    produce_orders(kafka, topic, range(20), 2)  # even ids: partition 0; odd ids: 1
+    source = kafka_source(bootstrap_servers=kafka.bootstrap, topics=[topic], timeout_seconds=20)
+    strategy = WatermarkStrategy("timestamp", 0)
+
+    def epoch(state: Any, restore: TaskSnapshot | None) -> tuple[list[int], TaskSnapshot, Any]:
+        planned = source.plan_epoch(state, 0, 1)
+        log = WatermarkLog()
+        head = SourceOperator(source, strategy, name="kafka")
+        harness = SourceHarness(
+            head, log, source_epoch=planned.source_epochs()[0], final=False, restore_from=restore
+        )
+        snapshot = harness.run()
+        return [t - BASE_MS for t in log.watermarks], snapshot, planned.state
+
+    first, snapshot, state = epoch(source.initial_state(0), None)
+    assert first[-1] == 18_000 - 1  # partition 0's last record (id 18), not id 19's
+    produce_orders(kafka, topic, [21, 23], 2)  # partition 1 only
+    second, _, _ = epoch(state, snapshot)
+    assert second == [18_000 - 1]  # partition 0 read nothing new: not id 23's 22.999 s
 
 
 def test_aborted_transactions_are_not_read(kafka: KafkaBroker) -> None:

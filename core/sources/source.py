@@ -19,6 +19,7 @@ from flintlock.core.events import Watermark
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.records import table_of_rows
 from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
+from flintlock.core.sources.split_watermarks import SPLIT_WATERMARKS, SplitWatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:
@@ -61,6 +62,11 @@ class SourceReader(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release files or connections."""
+
+    def split_ids(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """The split of each row of ``batch`` (the names ``positions`` uses), for
+        per-split watermarks; None (the default): watermarks are per subtask."""
+        return None
 
 
 class Source(ABC):
@@ -176,19 +182,36 @@ class SourceOperator(StreamOperator):
         self._batches = self._reader.read()
         strategy = self.watermark_strategy
         if strategy is not None:
-            self._emitter = WatermarkEmitter(
-                strategy,
-                self.context.processing_time.clock,  # type: ignore[union-attr]
-                lambda batch: self.output.emit(batch),
-                lambda timestamp: self.process_watermark(Watermark(timestamp)),
-                lambda idle: self.output.emit_watermark_status(idle),
-                f"source '{self.name}'",
-            )
+            self._emitter = self._watermark_emitter(strategy, self._reader)
+
+    def _watermark_emitter(
+        self, strategy: WatermarkStrategy, reader: SourceReader
+    ) -> WatermarkEmitter:
+        """Per split where the reader names each row's split (overrides ``split_ids``),
+        else per subtask."""
+        emitter_of: Any = WatermarkEmitter
+        more: dict[str, Any] = {}
+        if type(reader).split_ids is not SourceReader.split_ids:
+            emitter_of = SplitWatermarkEmitter
+            state = self.context.operator_state.get_union_list_state(SPLIT_WATERMARKS)
+            more = {"split_ids": reader.split_ids, "state": state, "owned": reader.positions()}
+        emitter: WatermarkEmitter = emitter_of(
+            strategy,
+            self.context.processing_time.clock,  # type: ignore[union-attr]
+            lambda batch: self.output.emit(batch),
+            lambda timestamp: self.process_watermark(Watermark(timestamp)),
+            lambda idle: self.output.emit_watermark_status(idle),
+            f"source '{self.name}'",
+            **more,
+        )
+        return emitter
 
     def emit_next(self) -> bool:
         """Emit the next batch (and the watermarks after it); False once the input ended."""
         batch = next(self._batches, None)
         if batch is None:
+            if isinstance(self._emitter, SplitWatermarkEmitter):
+                self._emitter.end_of_reading()
             return False
         self.records_read += batch.num_rows
         if self._emitter is None:
@@ -198,6 +221,8 @@ class SourceOperator(StreamOperator):
         return True
 
     def snapshot_state(self, checkpoint_id: int) -> None:
+        if isinstance(self._emitter, SplitWatermarkEmitter):
+            self._emitter.snapshot()
         if self._reader is not None:
             self._positions.update(
                 [{"split": s, "position": p} for s, p in sorted(self._reader.positions().items())]
