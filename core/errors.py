@@ -6,8 +6,8 @@
     │  WindowDefinitionError, MetricError, MetricsUnavailable, SparkSetupError,
     │  JobIdentityError, SinkOutputError
     ├─ a task: LifecycleError (its cause one of SchemaMismatchError, EmitAfterFinishError,
-    │  ChannelError, KeyColumnError, WindowError, StateError, StateTypeError,
-    │  ReadOnlyStateError or the user's own), TaskFailedOnWorker
+    │  MailboxClosedError, ChannelError, KeyColumnError, WindowError, StateError,
+    │  StateTypeError, ReadOnlyStateError or the user's own), TaskFailedOnWorker
     ├─ Spark: SparkJobError (PythonTaskError (WorkerImportError), WorkerCrashedError)
     └─ the job's folder: CheckpointError (StorageError, RestoreError, StateSchemaError),
        CommitError (CommittableError), JobLeaseError (LeaseLostError), JobControlError,
@@ -107,6 +107,10 @@ class SchemaMismatchError(FlintlockError):
 
 class EmitAfterFinishError(FlintlockError):
     """An operator emitted a batch or watermark after its finish() returned."""
+
+
+class MailboxClosedError(FlintlockError):
+    """A mail put after its operator's finish or after the task's operators closed."""
 
 
 class ChannelError(FlintlockError):

@@ -101,12 +101,13 @@ from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import Registry, build_registry
 from flintlock.core.hooks.specs import TaskPhase
 from flintlock.core.runtime.input_task import InputStreamTask
+from flintlock.core.runtime.mailbox import MailboxExecutor
 from flintlock.core.runtime.operator import OperatorContext, UdfOperatorMixin
 from flintlock.core.runtime.output import Output
 from flintlock.core.runtime.records import column_values, conform_batch, rows_of
 from flintlock.core.runtime.row_batches import HeldOutputMixin, RowBatchBuilder
 from flintlock.core.runtime.row_output import FusedRowsMixin, RowOutputMixin, RowStage
-from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
+from flintlock.core.sources.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.arrow_codec import keys_to_arrow
 from flintlock.core.state.descriptors import StateDescriptor
 from flintlock.core.state.operator_state import BroadcastState
@@ -136,6 +137,7 @@ __all__ = [
     "HeldOutputMixin",
     "InputEvent",
     "InputStreamTask",
+    "MailboxExecutor",
     "OperatorContext",
     "Output",
     "OutputCheckContext",

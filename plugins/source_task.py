@@ -26,8 +26,11 @@ class SourceStreamTask(StreamTask):
         head = self.chain.head
         assert isinstance(head, SourceOperator)
         emit_next, fire_processing_timers = head.emit_next, self.processing_time.fire_due
+        mails, run_mails = self.mailbox.mails, self.mailbox.run_pending
         while emit_next():
             fire_processing_timers()
+            if mails:
+                run_mails()
         if head.ends_input:
             self.chain.process_head_watermark(MAX_WATERMARK, 1)
             self.input_ended = True

@@ -19,6 +19,7 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import ChainError, tag_operator
 from flintlock.core.events import Watermark
 from flintlock.core.hooks.runner import HookRunner
+from flintlock.core.runtime.mailbox import MailboxExecutor, TaskMailbox
 from flintlock.core.runtime.operator import OperatorContext, StreamOperator, TwoInputStreamOperator
 from flintlock.core.runtime.output import ChainingOutput, Output, RecordWriter, TaskOutput
 from flintlock.core.runtime.processing_time import ProcessingTimeService
@@ -41,6 +42,7 @@ class OperatorChain:
         hooks: HookRunner,
         task: TaskInfo,
         processing_time: ProcessingTimeService | None = None,
+        mailbox: TaskMailbox | None = None,
     ) -> None:
         if not operators:
             raise ChainError(f"task '{task.task_name}' has no operators")
@@ -64,6 +66,7 @@ class OperatorChain:
         for op, output in zip(self.operators, self.outputs, strict=True):
             output.bind_side_outputs(writer, op.name)
         self.processing_time = processing_time or ProcessingTimeService()
+        self.mailbox = mailbox or TaskMailbox()
         self.setup_called: list[StreamOperator] = []
         self._head_process = self._bind_head_process()
 
@@ -88,6 +91,7 @@ class OperatorChain:
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
             context = OperatorContext(self.task, op.name, position, length, self.hooks, storage)
             context.processing_time = self.processing_time
+            context.mailbox = MailboxExecutor(self.mailbox, op.name)
             self.setup_called.append(op)
             self._call(op, "setup", partial(op.setup, context, output))
 
@@ -169,8 +173,9 @@ class OperatorChain:
     def finish_operators(self) -> None:
         """finish, FIRST to last: each operator's due processing-time timers fire (their
         output flows on as usual), then, after the head, end_input(1), its due timers once
-        more, and finish. Its processing time is quiesced right before finish: timers in
-        the future and those registered in finish never fire; nothing is emitted after it."""
+        more, the mails waiting (and those they put), and finish. Its processing time is
+        quiesced and its mails refused right before finish: timers in the future and those
+        registered in finish never fire, no mail of it runs after; nothing is emitted after it."""
         for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
             timers = getattr(op.context, "timers", None)
             if position > 0:
@@ -179,6 +184,8 @@ class OperatorChain:
             self._fire_due_processing_timers(timers)
             if timers is not None:
                 timers.quiesce_processing_time()
+            self.mailbox.run_pending()
+            self.mailbox.refuse(op.name, "in or after its finish")
             self._call(op, "finish", op.finish)
             output.seal(op.name)
 

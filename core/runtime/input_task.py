@@ -48,11 +48,14 @@ class InputStreamTask(StreamTask):
         """Dispatch events until every input ended or a barrier ends the epoch."""
         gate, chain = self.gate, self.chain
         fire_processing_timers = self.processing_time.fire_due
+        mails, run_mails = self.mailbox.mails, self.mailbox.run_pending
         for event in self.environment.input:
             if type(event) is DataEvent:
                 gate.check_data(event.input_index, event.channel)
                 chain.process_head(event.batch, event.input_index)
                 fire_processing_timers()
+                if mails:
+                    run_mails()
             elif type(event) is WatermarkEvent:
                 combined = gate.on_watermark(
                     event.input_index, event.channel, event.watermark.timestamp
@@ -62,6 +65,8 @@ class InputStreamTask(StreamTask):
                 if combined is not None:
                     chain.process_head_watermark(Watermark(combined), event.input_index)
                 fire_processing_timers()
+                if mails:
+                    run_mails()
             elif type(event) is WatermarkStatusEvent:
                 combined = gate.on_status(event.input_index, event.channel, event.idle)
                 if combined is not None:
@@ -69,6 +74,8 @@ class InputStreamTask(StreamTask):
                 self.pass_status_changes()
             elif type(event) is ProcessingTimeTick:
                 fire_processing_timers()
+                if mails:
+                    run_mails()
             elif type(event) is EndOfInputEvent:
                 if gate.on_end_of_input(event.input_index, event.channel):
                     if event.input_index not in self.ended_before:

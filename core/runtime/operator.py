@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from flintlock.core.api.functions import Function, TimerService
     from flintlock.core.checkpoint.storage import CheckpointStorage
     from flintlock.core.hooks.runner import HookRunner
+    from flintlock.core.runtime.mailbox import MailboxExecutor
     from flintlock.core.runtime.output import Output
     from flintlock.core.runtime.processing_time import ProcessingTimeService
     from flintlock.core.runtime.timers import InternalTimerService
@@ -44,6 +45,8 @@ class OperatorContext:
     timers: InternalTimerService | None = None
     processing_time: ProcessingTimeService | None = None
     """The task's clock and processing-time timer check (set by the chain in setup)."""
+    mailbox: MailboxExecutor | None = None
+    """The operator's door to the task's mailbox (set by the chain in setup)."""
     restored_types: dict[str, pa.DataType] = field(default_factory=dict)
     """Restored keyed states' stored value types, checked against their descriptors."""
     metrics: MetricGroup = field(default_factory=MetricGroup)
@@ -95,6 +98,14 @@ class StreamOperator:
         self._input_idle = [False] * self.num_inputs
         self.context: OperatorContext
         self.output: Output
+
+    @property
+    def mailbox(self) -> MailboxExecutor:
+        """Run actions on the task's thread between input events and before ``finish``
+        (``self.mailbox.execute(action, "what it does")``, from any thread)."""
+        mailbox = self.context.mailbox
+        assert mailbox is not None, "the mailbox is there from setup on"
+        return mailbox
 
     # ---- lifecycle ----
 

@@ -27,6 +27,7 @@ from flintlock.core.metrics.subtask import IdleClock, operator_metrics, state_si
 from flintlock.core.runtime.chain import OperatorChain
 from flintlock.core.runtime.environment import TaskEnvironment
 from flintlock.core.runtime.execution_state import ExecutionState, check_transition
+from flintlock.core.runtime.mailbox import TaskMailbox
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.processing_time import ProcessingTimeService
 from flintlock.core.state.backend import StateBackend
@@ -53,6 +54,7 @@ class StreamTask:
         self.snapshot: TaskSnapshot | None = None
         self.acknowledgement: TaskAcknowledgement | None = None
         self.processing_time = ProcessingTimeService(environment.clock)
+        self.mailbox = TaskMailbox()
         self.lifecycle_phases: dict[str, list[float]] = {}
         """Phase -> [start, end] in wall-clock seconds, for the run report's Gantt chart."""
         self.idle = IdleClock()
@@ -130,7 +132,12 @@ class StreamTask:
                 f"head of its chain, got {type(operators[0]).__name__} '{operators[0].name}'"
             )
         self.chain = OperatorChain(
-            operators, self.environment.writer, self.hooks, self.info, self.processing_time
+            operators,
+            self.environment.writer,
+            self.hooks,
+            self.info,
+            self.processing_time,
+            self.mailbox,
         )
 
     def setup_operators(self) -> None:
@@ -163,6 +170,7 @@ class StreamTask:
         snapshot_started = time.perf_counter()
         env, info = self.environment, self.info
         directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id, env.snapshot_root)
+        self.mailbox.run_pending()  # what a waiting mail changes belongs in this checkpoint
         operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
         snapshot, manifest, size = write_manifest(
             env.storage,
@@ -253,6 +261,7 @@ class StreamTask:
         close: list[tuple[TaskPhase, Callable[[], object]]] = []
         if chain is not None:
             close = [("close", lambda: errors.extend(chain.close_operators()))]
+        self.mailbox.close()  # no mail runs in or after close
         timer_shutdown: list[tuple[TaskPhase, Callable[[], object]]] = [
             ("timer_shutdown", chain.quiesce_timers if chain else lambda: None),
             ("task_cleanup", self.task_cleanup),

@@ -18,8 +18,8 @@ from flintlock.core.api.watermarks import WatermarkStrategy
 from flintlock.core.events import Watermark
 from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.records import table_of_rows
-from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
 from flintlock.core.sources.split_watermarks import SPLIT_WATERMARKS, SplitWatermarkEmitter
+from flintlock.core.sources.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from flintlock.core.api.watermark_generators import WatermarkGenerator, Watermar
 from flintlock.core.api.watermarks import WatermarkStrategy, as_millis
 from flintlock.core.events import MIN_TIMESTAMP
 from flintlock.core.runtime.processing_time import Clock
-from flintlock.core.runtime.watermark_emitter import WatermarkEmitter
+from flintlock.core.sources.watermark_emitter import WatermarkEmitter
 from flintlock.core.state.descriptors import ListStateDescriptor
 from flintlock.core.state.handles import ListState
 
