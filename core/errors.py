@@ -6,8 +6,8 @@
     │  WindowDefinitionError, MetricError, MetricsUnavailable, SparkSetupError,
     │  JobIdentityError, SinkOutputError
     ├─ a task: LifecycleError (its cause one of SchemaMismatchError, EmitAfterFinishError,
-    │  MailboxClosedError, ChannelError, KeyColumnError, WindowError, StateError,
-    │  StateTypeError, ReadOnlyStateError or the user's own), TaskFailedOnWorker
+    │  MailboxClosedError, AsyncTimeoutError, ChannelError, KeyColumnError, WindowError,
+    │  StateError, StateTypeError, ReadOnlyStateError or the user's own), TaskFailedOnWorker
     ├─ Spark: SparkJobError (PythonTaskError (WorkerImportError), WorkerCrashedError)
     └─ the job's folder: CheckpointError (StorageError, RestoreError, StateSchemaError),
        CommitError (CommittableError), JobLeaseError (LeaseLostError), JobControlError,
@@ -16,9 +16,9 @@
     TaskCanceled (a BaseException: thrown into a task to cancel it)
 
 Some are also the builtin error a caller would catch: StorageError is an OSError,
-WindowDefinitionError, MetricError and StateError a ValueError, StateTypeError and
-ReadOnlyStateError a TypeError, SinkConformanceError an AssertionError (pytest reports
-it as a failed test).
+WindowDefinitionError, MetricError and StateError a ValueError, AsyncTimeoutError a
+TimeoutError, StateTypeError and ReadOnlyStateError a TypeError, SinkConformanceError an
+AssertionError (pytest reports it as a failed test).
 """
 
 from __future__ import annotations
@@ -107,6 +107,10 @@ class SchemaMismatchError(FlintlockError):
 
 class EmitAfterFinishError(FlintlockError):
     """An operator emitted a batch or watermark after its finish() returned."""
+
+
+class AsyncTimeoutError(FlintlockError, TimeoutError):
+    """An async call (with its retries) took longer than the operator's timeout."""
 
 
 class MailboxClosedError(FlintlockError):

@@ -19,6 +19,7 @@ _here = _Path(__file__).resolve().parent
 if not (_here / "core").is_dir() and (_here.parent / "core" / "hooks" / "specs.py").is_file():
     __path__.append(str(_here.parent))
 
+from flintlock.core.api.async_functions import AsyncFunction, AsyncRetryStrategy
 from flintlock.core.api.functions import (
     Collector,
     CoProcessFunction,
@@ -55,6 +56,7 @@ from flintlock.core.api.window_assigners import (
     WindowAssigner,
 )
 from flintlock.core.api.window_functions import ProcessWindowFunction, WindowContext
+from flintlock.core.datastream.async_stream import AsyncDataStream
 from flintlock.core.datastream.broadcast import (
     BroadcastContext,
     BroadcastProcessFunction,
@@ -139,6 +141,9 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryStrategy",
     "BroadcastContext",
     "BroadcastProcessFunction",
     "BroadcastStream",

@@ -3,6 +3,7 @@ JobCanceled``. Defined in ``flintlock.core.errors``, whose docstring shows the h
 CONTRIBUTING.md ("Errors") says which one you see for what."""
 
 from flintlock.core.errors import (
+    AsyncTimeoutError,
     ChainError,
     ChannelError,
     CheckpointDirectoryError,
@@ -48,6 +49,7 @@ from flintlock.core.errors import (
 )
 
 __all__ = [
+    "AsyncTimeoutError",
     "ChainError",
     "ChannelError",
     "CheckpointDirectoryError",
