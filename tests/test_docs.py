@@ -116,6 +116,9 @@ def test_readme_python_blocks_run(spark: Any) -> None:
         ids = range(key, 150_000, 7)
         assert (sum(r for r, _ in parts), sum(s for _, s in parts)) == (len(ids), sum(ids))
         assert len(parts) <= 3
+    # async I/O: each sku priced once, as plain Python prices it
+    priced = sorted((r["sku"], r["cents"]) for r in namespace["prices"].to_pylist())
+    assert priced == [(sku, sku * 3 + 99) for sku in range(400)]
     # when something goes wrong: the key_by is named, with the column it missed
     assert (
         "KeyColumnError: key_by('word'): the rows reaching it have no column 'word'"
