@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -42,15 +43,15 @@ class _EventLoop:
         self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self.thread.start()
 
-    def submit(self, call: Any, done: Callable[[Any], None]) -> None:
-        """Run coroutine ``call``; ``done(outcome)`` gets its result or its exception."""
-        future = asyncio.run_coroutine_threadsafe(call, self.loop)
+    def submit(self, calls: list[tuple[Any, Callable[[Any], None]]]) -> None:
+        """Start coroutines (one wake-up of the loop for them all); each ``done(outcome)``
+        gets its coroutine's result or exception, on the loop's thread."""
 
-        def finished(future: Any) -> None:
-            if not future.cancelled():  # cancelled: the operator is closing
-                done(future.exception() or future.result())
+        def start() -> None:
+            for call, done in calls:
+                self.loop.create_task(call).add_done_callback(partial(_finished, done))
 
-        future.add_done_callback(finished)
+        self.loop.call_soon_threadsafe(start)
 
     def stop(self) -> None:
         """Cancel every running call, wait (10 s at most) until they ended, stop."""
@@ -67,6 +68,11 @@ class _EventLoop:
         self.thread.join(10)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+def _finished(done: Callable[[Any], None], task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():  # cancelled: the operator is closing
+        done(task.exception() or task.result())
 
 
 class _AsyncCallable(AsyncFunction):
@@ -105,6 +111,7 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
         self._done: list[tuple[InFlight, Any]] = []
         self._done_lock = threading.Lock()
         self._loop: _EventLoop | None = None
+        self._to_start: list[tuple[Any, Callable[[Any], None]]] = []
 
     def initialize_state(self) -> None:
         super().initialize_state()
@@ -119,11 +126,13 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
             else:
                 batch = pa.ipc.open_stream(element["row"]).read_next_batch()
                 self._call(batch, 0, batch.to_pylist()[0])
+        self._start_calls()
         self._state.update([])
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         for index, row in enumerate(batch.to_pylist()):
             self._call(batch, index, row)
+        self._start_calls()
 
     def process_watermark(self, watermark: Watermark, input_index: int = 1) -> None:
         self._add_watermark(watermark)
@@ -150,16 +159,22 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
     # ---- calls and results ----
 
     def _call(self, batch: pa.RecordBatch, index: int, row: dict[str, Any]) -> None:
-        while self._queue.rows >= self.capacity:
-            self._wait(f"the queue is full ({self.capacity} rows in flight)")
+        """Queue ``row``'s call (started with the others of its batch), once there is room."""
+        if self._queue.rows >= self.capacity:
+            self._start_calls()
+            while self._queue.rows >= self.capacity:
+                self._wait(f"the queue is full ({self.capacity} rows in flight)")
         entry = InFlight(self._seq, row, batch, index)
         self._seq += 1
         self._queue.add(entry)
-        assert self._loop is not None
-        timeout = self.timeout_ms / 1000
-        self._loop.submit(
-            _within(self._attempts(row), timeout), lambda out: self._arrived(entry, out)
-        )
+        call = _within(self._attempts(row), self.timeout_ms / 1000)
+        self._to_start.append((call, partial(self._arrived, entry)))
+
+    def _start_calls(self) -> None:
+        if self._to_start:
+            assert self._loop is not None
+            calls, self._to_start = self._to_start, []
+            self._loop.submit(calls)
 
     async def _attempts(self, row: dict[str, Any]) -> Any:
         """``async_invoke(row)``, tried again as the retry strategy says."""
