@@ -146,7 +146,8 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
         self.emit_held()
 
     def snapshot_state(self, checkpoint_id: int) -> None:
-        self._take_results()
+        # no emitting here: the operators after this one took their snapshots already (the
+        # task ran the waiting mails before); results that came since are stored as rows
         super().snapshot_state(checkpoint_id)
         self._state.update([_as_state(element) for element in self._queue.in_order()])
 
