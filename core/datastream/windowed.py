@@ -172,7 +172,7 @@ class WindowedStream:
             ),
         )
         # its rows are windows, with the input's event-time column only if one is named so
-        outputs = {*stream.key_selector.columns, *aggregates}  # type: ignore[union-attr]
+        outputs = {*(key.columns or ()), *aggregates}  # type: ignore[union-attr]
         fired.timestamp_column = column if column in outputs else None
         return fired
 
