@@ -23,6 +23,7 @@ def confluent() -> Any:
     """The confluent_kafka module, or a PluginError saying which extra to install."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # a submodule: not loaded by ``import confluent_kafka``
     except ImportError as error:  # pragma: no cover - the kafka extra is a test dependency
         raise PluginError(
             "from_kafka needs confluent-kafka: pip install 'flintlock[kafka]'"

@@ -4,6 +4,8 @@ broker of tests/kafka_server.py, compared with what the tests produced."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -282,3 +284,27 @@ def test_completed_checkpoints_commit_the_offsets_to_the_group(kafka: KafkaBroke
     committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
     consumer.close()
     assert {f"{tp.topic}:{tp.partition}": tp.offset for tp in committed} == planned.state["offsets"]
+
+
+def test_from_kafka_is_built_in_a_process_that_imported_nothing_of_kafka_before(
+    kafka: KafkaBroker,
+) -> None:
+    """A job's first use of confluent-kafka (its ``admin`` submodule is not loaded by
+    ``import confluent_kafka``) reads the topic's partitions: it failed with "brokers did
+    not answer: module 'confluent_kafka' has no attribute 'admin'"."""
+    topic = new_topic(kafka, 2)
+    program = (
+        "import sys\n"
+        "from flintlock import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment(parallelism=1)\n"
+        "env.from_kafka(sys.argv[1], topics=[sys.argv[2]])\n"
+        "assert 'confluent_kafka.admin' in sys.modules\n"
+        "print('built')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, kafka.bootstrap, topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (0, "built\n"), done.stderr[-3000:]

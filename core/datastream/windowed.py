@@ -164,13 +164,17 @@ class WindowedStream:
         partial = pre_aggregate and late is None and all(s is None for _, _, s in stream.feed)
         if partial:
             stream = pre_aggregated(stream, aggregates, assigner, name or "window_aggregate")
-        return stream._then(
+        fired = stream._then(
             "window_aggregate",
             name,
             lambda n: factory(
                 assigner, aggregates, key, column, name=n, late_tag=late, pre_aggregated=partial
             ),
         )
+        # its rows are windows, with the input's event-time column only if one is named so
+        outputs = {*(key.columns or ()), *aggregates}  # type: ignore[union-attr]
+        fired.timestamp_column = column if column in outputs else None
+        return fired
 
     def _check_window_function(self, function: object) -> None:
 

@@ -20,6 +20,8 @@ from flintlock import (
     ListStateDescriptor,
     OutputTag,
     StreamExecutionEnvironment,
+    TumblingEventTimeWindows,
+    ValueStateDescriptor,
     WatermarkStrategy,
 )
 
@@ -219,3 +221,38 @@ def test_processing_time_timers_fire_on_the_wall_clock(spark: Any) -> None:
     fired = env.from_collection(rows(), batch_size=500).key_by("k").process(FirstSeen()).collect()
     assert sorted(fired.column("k").to_pylist()) == list(range(KEYS))  # each key once
     assert set(fired.column("domain").to_pylist()) == {"processing_time"}
+
+
+class CountWindows(KeyedProcessFunction):
+    """Numbers each key's fired windows (keyed state), downstream of a window."""
+
+    output_schema = pa.schema([("k", pa.int64()), ("window_start", pa.int64()), ("n", pa.int64())])
+
+    def open(self) -> None:
+        self.seen = self.runtime_context.get_state(ValueStateDescriptor("n", pa.int64(), default=0))
+
+    def process_element(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        self.seen.update(self.seen.value() + 1)
+        out.collect(
+            {"k": value["k"], "window_start": value["window_start"], "n": self.seen.value()}
+        )
+
+
+def test_a_keyed_process_function_after_window_columns_sees_the_fired_windows(
+    spark: Any,
+) -> None:
+    """The fired windows have no ``ts`` column: downstream operators read no event time
+    from it (they failed on every batch: "event-time column 'ts' is not in the batch")."""
+    data = [{"k": i % 2, "ts": i * 100} for i in range(40)]  # windows of 1000: 5 per key
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark)
+    windows = (
+        env.from_collection(data, watermark_strategy=WatermarkStrategy("ts", 0))
+        .key_by("k")
+        .window(TumblingEventTimeWindows.of(WINDOW))
+        .aggregate_columns({"rows": ("ts", "count")})
+    )
+    numbered = windows.key_by("k").process(CountWindows()).collect()
+    seen = sorted((r["k"], r["window_start"], r["n"]) for r in numbered.to_pylist())
+    assert seen == [
+        (k, start, start // WINDOW + 1) for k in (0, 1) for start in range(0, 4000, 1000)
+    ]
