@@ -17,10 +17,11 @@ Run it against a broker (both topics created beforehand, e.g. with kafka-topics.
         --table /data/order_totals --checkpoints /data/checkpoints --trigger 5
 
 ``--trigger N`` starts an epoch every N seconds until ``Ctrl-C`` (a stop with a
-savepoint); ``--trigger available-now`` (the default) reads what is there and stops. The
-watermark trails the highest timestamp a subtask read by ``--out-of-orderness`` ms: an
-order later than that (against the orders its subtask read before it) is dropped by its
-window, as in Flink.
+savepoint); ``--trigger available-now`` (the default) reads what is there and stops.
+Watermarks are per partition (the source's is the minimum over its partitions), each
+trailing the highest timestamp read from its partition by ``--out-of-orderness`` ms: an
+order later than that (against the orders of its own partition before it) is dropped by
+its window, as in Flink.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from flintlock import (
     EpochSplits,
+    ManualClock,
     OneInputStreamOperator,
     SourceReader,
     UnboundedSource,
@@ -97,8 +98,6 @@ def epoch(
     **kwargs: Any,
 ) -> tuple[list[tuple[str, Any]], TaskSnapshot]:
     """One epoch of one source subtask reading ``batches``; its log and snapshot."""
-    from flintlock import ManualClock
-
     log = WatermarkLog()
     head = SourceOperator(PlannedSource(names_splits), strategy, name="src")
     harness = SourceHarness(
@@ -130,35 +129,53 @@ def test_the_watermark_is_the_minimum_over_the_splits_of_a_subtask() -> None:
     assert watermarks(per_subtask) == [99, 199, 299]  # 'b's row at 10 came late
 
 
-def test_a_split_with_no_rows_in_an_epoch_holds_event_time_back_across_epochs() -> None:
+def test_a_split_starts_each_epoch_from_its_watermark_and_a_late_row_keeps_it() -> None:
     first, snapshot = epoch([[["a", 100], ["b", 50]]], BOUNDED)
     assert watermarks(first) == [49]
-    only_a, snapshot = epoch([[["a", 500]]], BOUNDED, restore_from=snapshot)
-    assert watermarks(only_a) == [49]  # 'b' read nothing new: still at 49
-    b_moves, _ = epoch([[["b", 400]]], BOUNDED, restore_from=snapshot)
-    assert watermarks(b_moves) == [399]  # 'a' restored at 499
+    late_a, snapshot = epoch([[["a", 20]]], BOUNDED, restore_from=snapshot)
+    assert watermarks(late_a) == [99]  # 'a' was at 99: a late row does not pull it back
+    only_a, _ = epoch([[["a", 500]]], BOUNDED, restore_from=snapshot)
+    assert watermarks(only_a) == [499]  # 'b' is read by no subtask now: it holds nothing
 
 
-def test_a_subtask_that_reads_nothing_passes_the_restored_minimum_on() -> None:
+def test_a_subtask_that_reads_nothing_in_an_epoch_is_idle() -> None:
     _, snapshot = epoch([[["a", 100], ["b", 50]]], BOUNDED)
-    nothing, _ = epoch([], BOUNDED, restore_from=snapshot)
-    assert watermarks(nothing) == [49]
+    nothing, snapshot = epoch([], BOUNDED, restore_from=snapshot)
+    assert watermarks(nothing) == ["idle"]
+    back, _ = epoch([[["b", 70]]], BOUNDED, restore_from=snapshot)
+    assert watermarks(back) == [69]  # its splits' entries went on through the idle epoch
 
 
-def test_an_idle_split_leaves_the_minimum_and_all_idle_is_an_idle_subtask() -> None:
+def test_a_split_of_the_subtask_that_goes_quiet_becomes_idle_and_leaves_the_minimum() -> None:
     idle_after = BOUNDED.with_idleness(1000)
-    _, snapshot = epoch([[["a", 100], ["b", 50]]], idle_after, now=0)
-    a_goes_on, snapshot = epoch([[["a", 500]]], idle_after, restore_from=snapshot, now=1500)
-    assert watermarks(a_goes_on) == [499]  # 'b' was last read 1.5 s ago: idle
-    none, _ = epoch([], idle_after, restore_from=snapshot, now=3000)
-    assert watermarks(none) == ["idle"]
-    b_back, _ = epoch([[["b", 700]]], idle_after, restore_from=snapshot, now=3000)
-    assert watermarks(b_back) == [699]  # 'a' idle since 1500, 'b' active with its row
+    batches = [[["a", 100], ["b", 50]], [["a", 300]]]
+    log, _ = epoch(batches, idle_after, now=0)
+    assert watermarks(log) == [49]  # 'b' was read 0 ms ago: it still holds
+    clock = ManualClock(0)
+
+    class Later(SplitNamingReader):
+        def read(self) -> Iterator[pa.RecordBatch]:
+            for batch in super().read():
+                yield batch
+                clock.advance(1500)  # 'b' gets nothing for 1.5 s
+
+    source = PlannedSource()
+    source.create_epoch_reader = lambda i, p, splits: Later(splits)  # type: ignore[method-assign]
+    quiet = WatermarkLog()
+    SourceHarness(
+        SourceOperator(source, idle_after, name="src"),
+        quiet,
+        source_epoch=SourceEpoch(batches, False),
+        final=False,
+        clock=clock,
+    ).run()
+    # 'b' idle after 1 s without rows; at the end of reading, 1.5 s after its last row, 'a' too
+    assert watermarks(quiet.log) == [49, 299, "idle"]
 
 
-def test_after_a_rescale_every_subtask_knows_every_splits_watermark() -> None:
+def test_after_a_rescale_a_split_moves_with_its_watermark() -> None:
     _, zero = epoch([[["a", 100]]], BOUNDED, parallelism=2, subtask_index=0)
     _, one = epoch([[["b", 300]]], BOUNDED, parallelism=2, subtask_index=1)
     restore = TaskRestore(1, [zero, one])
-    alone, _ = epoch([[["b", 900]]], BOUNDED, restore_from=restore)
-    assert watermarks(alone) == [99]  # 'a' (read by old subtask 0) holds it back
+    late_a, _ = epoch([[["a", 50]]], BOUNDED, restore_from=restore)
+    assert watermarks(late_a) == [99]  # 'a' (read by old subtask 0) kept its watermark

@@ -1,17 +1,19 @@
 """Per-split watermarks at a source's head, as Flink's Kafka source keeps them per
-partition: one generator per split, the subtask's watermark the minimum over the splits
+partition: one generator per split, the subtask's watermark the minimum over its splits
 that are not idle.
 
-A reader opts in by naming the split of each row (``SourceReader.split_ids``); the
-splits it holds positions of count from the start, at the minimum until their first row
-(or idleness), so the first rows of one partition cannot make another's late. Epochs
-read a split on whichever subtask the plan gives it to, and a split without new records
-is read by none, so each split's watermark and the processing time of its last row
-outlive the epoch in union list state: every subtask restores every split's entry (the
-highest, where several subtasks kept one) and counts it in the minimum, so a lagging
-partition holds event time back until it is idle (``with_idleness``) even in an epoch
-that reads nothing from it. A restored watermark never exceeds what its split reached,
-so the minimum is never ahead of the data: it can only be late."""
+A reader opts in by naming the split of each row (``SourceReader.split_ids``). The
+subtask's splits are those of its epoch (the ones it holds positions of, at the minimum
+until their first row, so the first rows of one partition cannot make another's late).
+Epochs deal splits out anew, so each split's watermark and the processing time of its
+last row outlive the epoch in union list state: whichever subtask reads the split next
+starts from its watermark (the highest, where several subtasks kept one), and a late
+row cannot pull it back. A split no subtask reads in an epoch (nothing new in it) does
+not hold event time back there, unlike Flink, whose reader keeps it until it is idle;
+counting it on every subtask would hold each subtask's watermark at where the other
+subtasks' splits were at the last checkpoint, one epoch behind. A subtask with no split
+in an epoch is idle for it (as a Flink reader without splits), so it does not hold the
+operators after it back either."""
 
 from __future__ import annotations
 
@@ -91,6 +93,8 @@ class SplitWatermarkEmitter(WatermarkEmitter):
                 known.restored = max(known.restored, entry["watermark"])
                 known.last_active = max(known.last_active, entry["last_active"])
         now = clock()
+        self.mine: set[str] = set(owned)
+        """The splits of this subtask's epoch, and any it read rows of: the minimum's."""
         for name in owned:  # assigned, not read yet: at the minimum until its first row
             self.splits.setdefault(name, _Split(MIN_TIMESTAMP, now))
 
@@ -122,9 +126,13 @@ class SplitWatermarkEmitter(WatermarkEmitter):
         self._combine(now)
 
     def end_of_reading(self) -> None:
-        """The epoch's reading ended: count restored splits in (and idleness that came
-        to pass), so a subtask that read nothing still passes the splits' minimum on."""
-        self._combine(self.clock())
+        """The epoch's reading ended: its splits' minimum with the idleness that came to
+        pass; a subtask without splits says it is idle."""
+        if self.mine:
+            self._combine(self.clock())
+        elif not self.idle:
+            self.idle = True
+            self._emit_status(True)
 
     def snapshot(self) -> None:
         """Every known split's watermark and last row's time, into the union state."""
@@ -139,21 +147,23 @@ class SplitWatermarkEmitter(WatermarkEmitter):
         split = self.splits.get(name)
         if split is None:
             split = self.splits[name] = _Split(MIN_TIMESTAMP, now)
+        self.mine.add(name)
         if split.generator is None:
             split.generator = self._per_split.create_generator(self.clock)
         return split
 
     def _combine(self, now: int) -> None:
         idle_after = self._idle_after
+        splits = [self.splits[name] for name in self.mine]
         active = [
             split.watermark
-            for split in self.splits.values()
+            for split in splits
             if idle_after is None or now - split.last_active < idle_after
         ]
         output = self.output
         if active:
             output.mark_active()
             output.emit_watermark(min(active))
-        elif self.splits:
+        elif splits:
             output.mark_idle()
         self._apply()
