@@ -21,10 +21,16 @@ import pyarrow as pa
 
 from flintlock import OneInputStreamOperator, Watermark, hookimpl
 from flintlock.core.api.async_functions import AsyncFunction, AsyncRetryStrategy
-from flintlock.core.errors import MailboxClosedError
+from flintlock.core.errors import AsyncTimeoutError, MailboxClosedError
 from flintlock.core.state.descriptors import ListStateDescriptor
 from flintlock.operators.async_queue import Element, InFlight, OrderedQueue, UnorderedQueue
-from flintlock.plugin_api import HeldOutputMixin, RowBatchBuilder, UdfOperatorMixin
+from flintlock.plugin_api import (
+    HeldOutputMixin,
+    RowBatchBuilder,
+    UdfOperatorMixin,
+    conform_batch,
+    overrides,
+)
 
 IN_FLIGHT = ListStateDescriptor[dict[str, Any]](
     "async-in-flight", pa.struct([("row", pa.binary()), ("watermark", pa.int64())])
@@ -106,6 +112,7 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
         self.retry = retry or AsyncRetryStrategy.no_retry()
         self.output_schema = output_schema
         self._builder = RowBatchBuilder(self.name, output_schema)
+        self._per_batch = overrides(self.function, "async_invoke_batch", AsyncFunction)
         self._queue: OrderedQueue | UnorderedQueue = OrderedQueue() if ordered else UnorderedQueue()
         self._seq = 0
         self._done: list[tuple[InFlight, Any]] = []
@@ -125,13 +132,19 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
                 self._add_watermark(Watermark(element["watermark"]))
             else:
                 batch = pa.ipc.open_stream(element["row"]).read_next_batch()
-                self._call(batch, 0, batch.to_pylist()[0])
+                if self._per_batch:
+                    self._call(batch, -1, None)
+                else:
+                    self._call(batch, 0, batch.to_pylist()[0])
         self._start_calls()
         self._state.update([])
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        for index, row in enumerate(batch.to_pylist()):
-            self._call(batch, index, row)
+        if self._per_batch:
+            self._call(batch, -1, None)
+        else:
+            for index, row in enumerate(batch.to_pylist()):
+                self._call(batch, index, row)
         self._start_calls()
 
     def process_watermark(self, watermark: Watermark, input_index: int = 1) -> None:
@@ -159,7 +172,7 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
 
     # ---- calls and results ----
 
-    def _call(self, batch: pa.RecordBatch, index: int, row: dict[str, Any]) -> None:
+    def _call(self, batch: pa.RecordBatch, index: int, row: dict[str, Any] | None) -> None:
         """Queue ``row``'s call (started with the others of its batch), once there is room."""
         if self._queue.rows >= self.capacity:
             self._start_calls()
@@ -168,7 +181,7 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
         entry = InFlight(self._seq, row, batch, index)
         self._seq += 1
         self._queue.add(entry)
-        call = _within(self._attempts(row), self.timeout_ms / 1000)
+        call = _within(self._attempts(batch if row is None else row), self.timeout_ms / 1000)
         self._to_start.append((call, partial(self._arrived, entry)))
 
     def _start_calls(self) -> None:
@@ -177,12 +190,14 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
             calls, self._to_start = self._to_start, []
             self._loop.submit(calls)
 
-    async def _attempts(self, row: dict[str, Any]) -> Any:
-        """``async_invoke(row)``, tried again as the retry strategy says."""
+    async def _attempts(self, row: Any) -> Any:
+        """``async_invoke(row)`` (or ``async_invoke_batch(batch)``), tried again as the
+        retry strategy says. (Named ``row``: a failure's report shows it as the record.)"""
         retry, attempt = self.retry, 1
+        invoke = self.function.async_invoke_batch if self._per_batch else self.function.async_invoke
         while True:
             try:
-                result = await self.function.async_invoke(row)
+                result = await invoke(row)
             except Exception as error:
                 if attempt >= retry.max_attempts or not retry.retries_error(error):
                     raise
@@ -207,13 +222,18 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
         with self._done_lock:
             arrived, self._done = self._done, []
         for entry, outcome in arrived:
+            what = f"{entry.batch.num_rows} rows" if entry.row is None else f"the row {entry.row!r}"
             if isinstance(outcome, BaseException):
                 if hasattr(outcome, "add_note"):  # Python 3.11
-                    outcome.add_note(f"the async call for the row {entry.row!r}")
+                    outcome.add_note(f"the async call for {what}")
                 raise outcome
             if outcome is _TIMED_OUT:
+                if entry.row is None:
+                    raise AsyncTimeoutError(f"the async call for a batch of {what} timed out")
                 outcome = self.function.timeout(entry.row)
-            entry.results = _rows(outcome, self.name)
+            entry.results = (
+                _batch(outcome, self.name) if entry.row is None else _rows(outcome, self.name)
+            )
             self._queue.completed(entry)
         self._emit(self._queue.ready())
 
@@ -228,6 +248,13 @@ class AsyncWaitOperator(HeldOutputMixin, UdfOperatorMixin[AsyncFunction], OneInp
                 self._emit_rows(rows)
                 rows = []
                 super().process_watermark(element)
+            elif isinstance(element.results, pa.RecordBatch):
+                self._emit_rows(rows)
+                rows = []
+                batch = element.results
+                if self.output_schema is not None:
+                    batch = conform_batch(batch, self.output_schema, self.name)
+                self.output.emit(batch)
             else:
                 assert element.results is not None
                 rows.extend(element.results)
@@ -267,11 +294,25 @@ def _rows(outcome: Any, operator: str) -> list[dict[str, Any]]:
     )
 
 
+def _batch(outcome: Any, operator: str) -> pa.RecordBatch | list[dict[str, Any]]:
+    """A batch call's result as one batch (None or no rows: no rows)."""
+    if isinstance(outcome, pa.Table):
+        outcome = outcome.combine_chunks().to_batches()[0] if outcome.num_rows else None
+    if outcome is None:
+        return []
+    if isinstance(outcome, pa.RecordBatch):
+        return outcome if outcome.num_rows else []
+    raise TypeError(
+        f"operator '{operator}': async_invoke_batch returned {type(outcome).__name__}; "
+        f"return a pyarrow.RecordBatch (or Table) or None"
+    )
+
+
 def _as_state(element: Element) -> dict[str, Any]:
     if isinstance(element, Watermark):
         return {"row": None, "watermark": element.timestamp}
     sink = pa.BufferOutputStream()
-    row = element.batch.slice(element.index, 1)
+    row = element.batch if element.index < 0 else element.batch.slice(element.index, 1)
     with pa.ipc.new_stream(sink, row.schema) as writer:
         writer.write_batch(row)
     return {"row": sink.getvalue().to_pybytes(), "watermark": None}

@@ -22,12 +22,13 @@ class InFlight:
 
     seq: int
     """Its place in the input, over the whole epoch."""
-    row: dict[str, Any]
+    row: dict[str, Any] | None
+    """None for a whole batch (``async_invoke_batch``)."""
     batch: pa.RecordBatch
-    """The row's input batch and index: its snapshot is a slice, not a rebuilt row."""
+    """The row's input batch and index (-1: the whole batch): its snapshot is a slice."""
     index: int
-    results: list[dict[str, Any]] | None = None
-    """Its rows once complete (an empty list: none)."""
+    results: list[dict[str, Any]] | pa.RecordBatch | None = None
+    """Its rows once complete (an empty list: none), or its batch's."""
     segment: Segment | None = None
 
     @property

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from flintlock import (
@@ -78,6 +79,7 @@ def run(operator: AsyncWaitOperator, *feed: pa.RecordBatch | int) -> list[Any]:
     return log.log
 
 
+MAX_WM = f"w{2**63 - 1}"
 SLOW_FIRST = {1: 80, 2: 40, 3: 0, 4: 60, 5: 0}
 
 
@@ -212,3 +214,47 @@ def test_the_datastream_api_checks_the_function_timeout_and_capacity() -> None:
     schema = pa.schema([("id", pa.int64()), ("answer", pa.string())])
     looked_up = AsyncDataStream.ordered_wait(stream, lookup, 100, output_schema=schema)
     assert looked_up.schema == schema
+
+
+class BulkLookup(AsyncFunction):
+    """One call per input batch (a bulk request): ids and their answers, as a batch."""
+
+    def __init__(self, hold_batches_from: int | None = None, first_slow: bool = False) -> None:
+        self.calls: list[list[int]] = []
+        self.first_slow = first_slow
+        self.hold_from = hold_batches_from
+        self.release = threading.Event()
+
+    async def async_invoke_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        ids = batch.column("id").to_pylist()
+        self.calls.append(ids)
+        while self.hold_from is not None and ids[0] >= self.hold_from:
+            if self.release.is_set():
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.03 if self.first_slow and ids[0] == 0 else 0)
+        return pa.record_batch({"id": batch.column("id"), "answer": pc.multiply(batch["id"], 10)})
+
+
+def test_the_batch_form_makes_one_call_per_batch_and_keeps_its_place() -> None:
+    lookup = BulkLookup(first_slow=True)  # the first batch answers last
+    ordered = AsyncWaitOperator(lookup, timeout_ms=5000, ordered=True)
+    assert run(ordered, ids(0, 1), ids(2, 3), 50, ids(4)) == [0, 1, 2, 3, "w50", 4, MAX_WM]
+    assert lookup.calls == [[0, 1], [2, 3], [4]]
+    unordered = AsyncWaitOperator(BulkLookup(first_slow=True), timeout_ms=5000, ordered=False)
+    assert run(unordered, ids(0, 1), ids(2, 3), 50, ids(4)) == [2, 3, 0, 1, "w50", 4, MAX_WM]
+
+
+def test_a_batch_in_flight_at_a_checkpoint_is_called_again_whole() -> None:
+    before = BulkLookup(hold_batches_from=2)
+    first = OneInputHarness(AsyncWaitOperator(before, timeout_ms=5000), Log())
+    first.process_batch(ids(0, 1))
+    first.process_batch(ids(2, 3, 4))
+    while len(before.calls) < 2 or not first.task.mailbox.mails:  # [0, 1] answered
+        threading.Event().wait(0.005)
+    snapshot = first.checkpoint(1)
+    after, log = BulkLookup(), Log()
+    second = OneInputHarness(AsyncWaitOperator(after, timeout_ms=5000), log, restore_from=snapshot)
+    second.complete(2)
+    assert after.calls == [[2, 3, 4]]
+    assert log.log == [2, 3, 4, MAX_WM]

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+import pyarrow as pa
+
 from flintlock.core.api.functions import Function
 from flintlock.core.errors import AsyncTimeoutError
 
@@ -24,12 +26,18 @@ AsyncResult = Union["Row", Sequence["Row"], None]
 
 
 class AsyncFunction(Function):
-    """Override ``async_invoke``; optionally ``timeout``. ``open`` and ``close`` run on
-    the task's thread, the coroutines on the operator's event loop (one per subtask)."""
+    """Override ``async_invoke`` (per row) or ``async_invoke_batch`` (per batch: one call
+    for a whole input batch, e.g. a bulk lookup; capacity then counts batches);
+    optionally ``timeout``. ``open`` and ``close`` run on the task's thread, the
+    coroutines on the operator's event loop (one per subtask)."""
 
     async def async_invoke(self, row: Row) -> AsyncResult:
         """The rows for ``row``: a row, a list of rows, or None."""
         raise NotImplementedError(f"{type(self).__name__} does not override async_invoke")
+
+    async def async_invoke_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        """The rows for a whole input batch, as a batch (None: none)."""
+        raise NotImplementedError
 
     def timeout(self, row: Row) -> AsyncResult:
         """What to emit for ``row`` when its calls timed out; by default the task fails."""

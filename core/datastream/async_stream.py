@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from flintlock.core.api.async_functions import AsyncFunction, AsyncResult, AsyncRetryStrategy
+from flintlock.core.api.functions import overrides
 from flintlock.core.errors import GraphError
 
 if TYPE_CHECKING:
@@ -68,11 +69,16 @@ def _async_wait(
 ) -> DataStream:
     method = "ordered_wait" if ordered else "unordered_wait"
     where = f"AsyncDataStream.{method}({name or ''})"
-    invoke = type(function).async_invoke if isinstance(function, AsyncFunction) else function
+    if isinstance(function, AsyncFunction):
+        per_batch = overrides(function, "async_invoke_batch", AsyncFunction)
+        invoke = getattr(type(function), "async_invoke_batch" if per_batch else "async_invoke")
+    else:
+        invoke = function
     if not inspect.iscoroutinefunction(invoke):
         raise GraphError(
-            f"{where}: the function must be an AsyncFunction whose async_invoke is an "
-            f"'async def', or an 'async def f(row)', not {type(function).__name__}"
+            f"{where}: the function must be an AsyncFunction whose async_invoke (or "
+            f"async_invoke_batch) is an 'async def', or an 'async def f(row)', not "
+            f"{type(function).__name__}"
         )
     millis = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else timeout
     if not isinstance(millis, int) or millis <= 0:
