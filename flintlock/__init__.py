@@ -38,6 +38,7 @@ from flintlock.core.api.functions import (
 from flintlock.core.api.join_functions import JoinContext, ProcessJoinFunction
 from flintlock.core.api.keyed_batch import KeyedBatchContext, KeyedBatchProcessFunction
 from flintlock.core.api.keys import KeySelector
+from flintlock.core.api.restart_strategies import RestartStrategy
 from flintlock.core.api.side_outputs import OutputTag
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.triggers import EpochTrigger
@@ -203,6 +204,7 @@ __all__ = [
     "ProcessingTimeTrigger",
     "ReducingState",
     "ReducingStateDescriptor",
+    "RestartStrategy",
     "RuntimeContext",
     "SQLiteStateBackend",
     "SchemaMismatchError",

@@ -16,12 +16,14 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from flintlock.core.api.restart_strategies import RestartStrategy
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.job_folder import check_job_name
 from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream.checks import check_parallelism, is_int
+from flintlock.core.datastream.restarts import execute_with_restarts
 from flintlock.core.datastream.source_methods import SourceMethods
 from flintlock.core.errors import GraphError
 from flintlock.core.hooks.manager import plugins_for
@@ -78,8 +80,15 @@ class StreamExecutionEnvironment(SourceMethods):
         lease_seconds: float = DEFAULT_RENEW_SECONDS,
         spark_ui: bool | None = None,
         storage_options: Mapping[str, str] | None = None,
+        restart_strategy: RestartStrategy | None = None,
     ) -> None:
         self.storage_options = StorageOptions(storage_options)
+        if restart_strategy is not None and not isinstance(restart_strategy, RestartStrategy):
+            raise GraphError(
+                f"restart_strategy must be a RestartStrategy (RestartStrategy.fixed_delay(3, "
+                f"1000), ...), not {restart_strategy!r}"
+            )
+        self.restart_strategy = restart_strategy or RestartStrategy.none()
         if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
                 f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
@@ -220,9 +229,16 @@ class StreamExecutionEnvironment(SourceMethods):
                 storage_options=self.storage_options,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            job_master = JobMaster(spark, self.transformations, config)
             with shown(progress, job_name, spark) as shown_progress:
-                return job_master.execute(new_run=new_run, trigger=trigger, progress=shown_progress)
+
+                def run(first: bool) -> JobExecutionResult:
+                    if not first:  # a restart goes on from the job's latest checkpoint
+                        config.restore = None
+                    master = JobMaster(spark, self.transformations, config)
+                    started_anew = bool(new_run) and first
+                    return master.execute(started_anew, trigger=trigger, progress=shown_progress)
+
+                return execute_with_restarts(run, self.restart_strategy, job_name)
         finally:
             if temporary is not None and not self.keep_temporary_checkpoints:
                 shutil.rmtree(temporary, ignore_errors=True)

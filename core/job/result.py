@@ -42,6 +42,10 @@ class JobExecutionResult:
     """Epochs this run ran (an unbounded job runs one per trigger)."""
     savepoint_path: str | None = None
     """The savepoint's own folder, if the run's last snapshot was a savepoint."""
+    restarts: int = 0
+    """Times the job restarted by itself in this ``execute`` (its restart strategy)."""
+    restart_causes: list[str] = field(default_factory=list)
+    """Each restart's cause: the failed run's error, on one line."""
     metrics: dict[str, Any] = field(default_factory=dict)
     """Flink's metrics of the run: ``epochs`` (one document each: per vertex, subtask
     and operator, and the checkpoint) and ``totals`` (records and user counts summed);
