@@ -14,6 +14,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ class PostgresServer:
     folder: str
     port: int
     bindir: str
+    options: str = ""
+    """The server's start options (``pg_ctl -o``), to start it again after a stop."""
 
     def conninfo(self, dbname: str = "postgres") -> str:
         return f"host=127.0.0.1 port={self.port} dbname={dbname} user=postgres"
@@ -73,6 +77,25 @@ class PostgresServer:
         self.run("pg_ctl", "-D", f"{self.folder}/data", "-m", "fast", "-w", "stop")
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def down_for(self, seconds: float) -> threading.Thread:
+        """Stop the server now (an outage) and start it again ``seconds`` later, from a
+        thread (returned: join it before reading the server)."""
+        self.run("pg_ctl", "-D", f"{self.folder}/data", "-m", "immediate", "-w", "stop")
+
+        def start_again() -> None:
+            time.sleep(seconds)
+            self.start()
+
+        thread = threading.Thread(target=start_again, daemon=True)
+        thread.start()
+        return thread
+
+    def start(self) -> None:
+        """Start the (stopped) server on its port with its options."""
+        data, log = f"{self.folder}/data", f"{self.folder}/log"
+        self.run("pg_ctl", "-D", data, "-o", self.options, "-l", log, "-w", "start")
+        self.run("pg_isready", "-h", "127.0.0.1", "-p", str(self.port), "-t", "30")
+
 
 def start_server(max_prepared_transactions: int) -> PostgresServer:
     """initdb a cluster in a new temporary folder and start it on a free loopback port."""
@@ -85,14 +108,12 @@ def start_server(max_prepared_transactions: int) -> PostgresServer:
         shutil.chown(folder, "postgres", "postgres")
     server = PostgresServer(folder, free_port(), bindir)
     server.run("initdb", "-D", f"{folder}/data", "-U", "postgres", "-A", "trust", "-E", "UTF8")
-    options = (
+    server.options = (
         f"-c max_prepared_transactions={max_prepared_transactions} "
         f"-c listen_addresses=127.0.0.1 -p {server.port} -k {folder} "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     )
-    data = f"{folder}/data"
-    server.run("pg_ctl", "-D", data, "-o", options, "-l", f"{folder}/log", "-w", "start")
-    server.run("pg_isready", "-h", "127.0.0.1", "-p", str(server.port), "-t", "30")
+    server.start()
     return server
 
 
