@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from importlib import metadata
 
+from flintlock.core.api.restart_strategies import RESTART_STRATEGY_ENV, RestartStrategy
 from flintlock.core.errors import FlintlockError, JobCanceled, SparkSetupError
 from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
 from flintlock.core.hooks.registry import KINDS, build_registry
@@ -105,6 +106,7 @@ def run_job(
     quiet: bool = False,
     spark_ui: bool = False,
     from_savepoint: str | None = None,
+    restart_strategy: str | None = None,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
@@ -125,6 +127,8 @@ def run_job(
         environment[NEW_RUN_ENV] = "1"
     if from_savepoint is not None:
         environment[FROM_SAVEPOINT_ENV] = from_savepoint
+    if restart_strategy is not None:
+        environment[RESTART_STRATEGY_ENV] = restart_strategy
     if metrics_port is not None:
         environment[METRICS_PORT_ENV] = str(metrics_port)
     environment[PROGRESS_ENV] = "0" if quiet else "1"  # a live display, or a line per epoch
@@ -200,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--parallelism", type=int, help="default parallelism of the job")
     run.add_argument("--master", help="Spark master URL, e.g. local[4] or spark://host:7077")
+    run.add_argument(
+        "--restart-strategy",
+        metavar="SPEC",
+        help="how a failed run restarts by itself (default none): fixed-delay:ATTEMPTS:MS, "
+        "exponential-delay:INITIAL_MS:MAX_MS or failure-rate:FAILURES:INTERVAL_MS:MS",
+    )
     run.add_argument(
         "--new-run",
         action="store_true",
@@ -318,6 +328,11 @@ def dispatch(argv: list[str] | None) -> int:
     job_args = list(args.job_args)
     if job_args[:1] == ["--"]:  # the separator some Python versions leave in place
         job_args = job_args[1:]
+    if args.restart_strategy is not None:
+        try:
+            RestartStrategy.parse(args.restart_strategy)
+        except ValueError as error:
+            parser.error(str(error))
     set_log_level(args.log_level or ("ERROR" if args.quiet else "WARNING"))
     return run_job(
         args.job,
@@ -329,6 +344,7 @@ def dispatch(argv: list[str] | None) -> int:
         quiet=args.quiet,
         spark_ui=args.spark_ui,
         from_savepoint=args.from_savepoint,
+        restart_strategy=args.restart_strategy,
     )
 
 

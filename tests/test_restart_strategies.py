@@ -92,3 +92,19 @@ def test_the_strategy_gives_up_naming_the_restarts_and_some_errors_end_the_job_a
         with pytest.raises(type(error)):
             execute_with_restarts(fails, RestartStrategy.fixed_delay(5, 0), "orders", print)
         assert calls == [True]  # not restarted
+
+
+def test_flintlock_run_passes_its_restart_strategy_to_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert RestartStrategy.parse("fixed-delay:3:1000") == RestartStrategy.fixed_delay(3, 1000)
+    assert RestartStrategy.parse("failure-rate:2:60000:500").interval_ms == 60_000
+    assert RestartStrategy.parse("exponential-delay:100:5000").max_delay_ms == 5000
+    monkeypatch.setenv("FLINTLOCK_RESTART_STRATEGY", "exponential-delay:100:5000")
+    env = StreamExecutionEnvironment(parallelism=1)
+    assert env.restart_strategy == RestartStrategy.exponential_delay(100, 5000)
+    monkeypatch.setenv("FLINTLOCK_RESTART_STRATEGY", "sometimes")
+    with pytest.raises(
+        GraphError, match="FLINTLOCK_RESTART_STRATEGY: restart strategy 'sometimes'"
+    ):
+        StreamExecutionEnvironment(parallelism=1)

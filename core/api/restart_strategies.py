@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+RESTART_STRATEGY_ENV = "FLINTLOCK_RESTART_STRATEGY"
+"""Set by ``flintlock run --restart-strategy``: the environment's default strategy."""
 Kind = Literal["none", "fixed-delay", "exponential-delay", "failure-rate"]
 
 
@@ -80,6 +82,30 @@ class RestartStrategy:
         """Restart after ``delay_ms`` unless more than ``max_failures`` failures fell
         within the last ``interval_ms``."""
         return cls("failure-rate", max_failures, delay_ms, interval_ms=interval_ms)
+
+    @classmethod
+    def parse(cls, spec: str) -> RestartStrategy:
+        """From ``flintlock run --restart-strategy``: ``none``, ``fixed-delay:ATTEMPTS:MS``,
+        ``exponential-delay:INITIAL_MS:MAX_MS`` or ``failure-rate:FAILURES:INTERVAL_MS:MS``."""
+        kind, *numbers = spec.strip().split(":")
+        arity = {"none": 0, "fixed-delay": 2, "exponential-delay": 2, "failure-rate": 3}
+        if (
+            kind not in arity
+            or len(numbers) != arity[kind]
+            or not all(n.isdigit() for n in numbers)
+        ):
+            raise ValueError(
+                f"restart strategy {spec!r}: say none, fixed-delay:ATTEMPTS:MS, "
+                f"exponential-delay:INITIAL_MS:MAX_MS or failure-rate:FAILURES:INTERVAL_MS:MS"
+            )
+        values = [int(n) for n in numbers]
+        if kind == "fixed-delay":
+            return cls.fixed_delay(*values)
+        if kind == "exponential-delay":
+            return cls.exponential_delay(*values)
+        if kind == "failure-rate":
+            return cls.failure_rate(*values)
+        return cls.none()
 
     def describe(self) -> str:
         """E.g. ``fixed-delay (3 attempts, 1000 ms)``, for errors and the run log."""

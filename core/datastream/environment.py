@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from flintlock.core.api.restart_strategies import RestartStrategy
+from flintlock.core.api.restart_strategies import RESTART_STRATEGY_ENV, RestartStrategy
 from flintlock.core.api.sink import TwoPhaseCommitSink
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.job_folder import check_job_name
@@ -88,7 +88,7 @@ class StreamExecutionEnvironment(SourceMethods):
                 f"restart_strategy must be a RestartStrategy (RestartStrategy.fixed_delay(3, "
                 f"1000), ...), not {restart_strategy!r}"
             )
-        self.restart_strategy = restart_strategy or RestartStrategy.none()
+        self.restart_strategy = restart_strategy or _restart_strategy_from_env()
         if not is_int(max_parallelism) or not 0 < max_parallelism <= MAX_MAX_PARALLELISM:
             raise GraphError(
                 f"max_parallelism {max_parallelism!r} must be an int in 1..{MAX_MAX_PARALLELISM}"
@@ -362,3 +362,13 @@ def _parallelism_from_env(value: str) -> int:
         raise GraphError(
             f"FLINTLOCK_PARALLELISM={value!r} is not a number; set it to an int >= 1"
         ) from None
+
+
+def _restart_strategy_from_env() -> RestartStrategy:
+    spec = os.environ.get(RESTART_STRATEGY_ENV)
+    if not spec:
+        return RestartStrategy.none()
+    try:
+        return RestartStrategy.parse(spec)
+    except ValueError as error:
+        raise GraphError(f"{RESTART_STRATEGY_ENV}: {error}") from None
