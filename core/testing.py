@@ -348,6 +348,16 @@ class TwoInputHarness(TaskHarness):
         return {1: 1, 2: 1}
 
 
+class MultipleInputHarness(TaskHarness):
+    """A multiple-input task: ``MultipleInputHarness(op, ...)`` whose head takes inputs
+    1..``op.num_inputs`` (one channel each unless ``input_channels`` says otherwise)."""
+
+    task_type = "multiple-input"
+
+    def _default_channels(self) -> dict[int, int]:
+        return dict.fromkeys(range(1, self.operators[0].num_inputs + 1), 1)
+
+
 class SourceHarness(TaskHarness):
     """A source task: reads its source to the end, MAX_WATERMARK, finish, final checkpoint.
 

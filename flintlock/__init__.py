@@ -91,6 +91,7 @@ from flintlock.core.job.client import JobClient
 from flintlock.core.job.result import JobExecutionResult
 from flintlock.core.runtime.execution_state import ExecutionState
 from flintlock.core.runtime.operator import (
+    MultipleInputStreamOperator,
     OneInputStreamOperator,
     StreamOperator,
     TwoInputStreamOperator,
@@ -190,6 +191,7 @@ __all__ = [
     "MapFunction",
     "MapState",
     "MapStateDescriptor",
+    "MultipleInputStreamOperator",
     "NotPicklableError",
     "OnTimerContext",
     "OneInputStreamOperator",

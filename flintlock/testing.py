@@ -13,6 +13,7 @@ from flintlock.core.conformance.target import SCHEMA, OutputPlace, SinkTarget, r
 from flintlock.core.harness_output import CollectingWriter
 from flintlock.core.hooks.recorder import LifecycleRecorder
 from flintlock.core.testing import (
+    MultipleInputHarness,
     OneInputHarness,
     SourceHarness,
     TaskHarness,
@@ -24,6 +25,7 @@ __all__ = [
     "SCHEMA",
     "CollectingWriter",
     "LifecycleRecorder",
+    "MultipleInputHarness",
     "OneInputHarness",
     "OutputPlace",
     "SinkConformance",

@@ -20,7 +20,12 @@ from flintlock.core.errors import ChainError, tag_operator
 from flintlock.core.events import Watermark
 from flintlock.core.hooks.runner import HookRunner
 from flintlock.core.runtime.mailbox import MailboxExecutor, TaskMailbox
-from flintlock.core.runtime.operator import OperatorContext, StreamOperator, TwoInputStreamOperator
+from flintlock.core.runtime.operator import (
+    MultipleInputStreamOperator,
+    OperatorContext,
+    StreamOperator,
+    TwoInputStreamOperator,
+)
 from flintlock.core.runtime.output import ChainingOutput, Output, RecordWriter, TaskOutput
 from flintlock.core.runtime.processing_time import ProcessingTimeService
 from flintlock.core.runtime.row_output import RowsOutput
@@ -277,6 +282,11 @@ class OperatorChain:
 
             def raw(batch: pa.RecordBatch, input_index: int) -> None:
                 by_input[input_index](batch)
+        elif isinstance(head, MultipleInputStreamOperator):
+            process_input = head.process_input
+
+            def raw(batch: pa.RecordBatch, input_index: int) -> None:
+                process_input(input_index, batch)
         elif hasattr(head, "process_batch"):
             one = head.process_batch
 

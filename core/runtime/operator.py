@@ -238,6 +238,22 @@ class TwoInputStreamOperator(StreamOperator):
         raise NotImplementedError(f"{type(self).__name__} must override process_batch2")
 
 
+class MultipleInputStreamOperator(StreamOperator):
+    """An operator with any number of inputs (Flink's MultipleInputStreamOperator): each
+    input has its own watermark and ``end_input(i)``, event time is the min over them,
+    ``finish`` comes once every input ended. Override ``process_input``."""
+
+    def __init__(self, num_inputs: int, name: str | None = None) -> None:
+        if not isinstance(num_inputs, int) or num_inputs < 1:
+            raise ValueError(f"a multiple-input operator needs num_inputs >= 1, got {num_inputs!r}")
+        self.num_inputs = num_inputs  # before the base sizes its per-input watermarks
+        super().__init__(name)
+
+    def process_input(self, input_index: int, batch: pa.RecordBatch) -> None:
+        """Handle one batch of input ``input_index`` (1-based)."""
+        raise NotImplementedError(f"{type(self).__name__} must override process_input")
+
+
 FunctionT = TypeVar("FunctionT", bound="Function")
 """The kind of user function an operator runs (``MapFunction`` for a map)."""
 
