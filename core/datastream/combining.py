@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, cast, overload
 import pyarrow as pa
 
 from flintlock.core.datastream.building import BuildingStream, Feed
+from flintlock.core.errors import GraphError
 from flintlock.core.exchange.partitioners import BROADCAST, REBALANCE
 
 if TYPE_CHECKING:
     from flintlock.core.datastream.broadcast import BroadcastConnectedStream, BroadcastStream
-    from flintlock.core.datastream.connected import ConnectedStreams
+    from flintlock.core.datastream.connected import ConnectedStreams, MultipleConnectedStreams
     from flintlock.core.datastream.datastream import DataStream
     from flintlock.core.state.descriptors import StateDescriptor
 
@@ -46,6 +47,15 @@ class CombiningMethods(BuildingStream):
         if isinstance(other, BroadcastStream):
             return BroadcastConnectedStream(self._as_stream(), other)
         return ConnectedStreams(self._as_stream(), other)
+
+    def connect_many(self, *others: DataStream) -> MultipleConnectedStreams:
+        """This stream and ``others`` into one multiple-input operator, inputs 1..N in
+        order: ``.transform(name, factory)`` with a MultipleInputStreamOperator."""
+        from flintlock.core.datastream.connected import MultipleConnectedStreams
+
+        if not others:
+            raise GraphError("connect_many needs at least one other stream")
+        return MultipleConnectedStreams([self._as_stream(), *others])
 
     def rebalance(self) -> DataStream:
         """Spread batches round robin over the next operator's subtasks."""

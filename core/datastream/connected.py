@@ -7,12 +7,16 @@ of both inputs, on the subtask that owns its key group."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from flintlock.core.api.functions import CoProcessFunction
 from flintlock.core.datastream.checks import check_function
+from flintlock.core.errors import GraphError
+from flintlock.core.plan.graph import InputEdge
+from flintlock.core.runtime.operator import MultipleInputStreamOperator, StreamOperator
 
 if TYPE_CHECKING:
     from flintlock.core.datastream.datastream import DataStream
@@ -52,3 +56,55 @@ class ConnectedStreams:
             ),
             schema,
         )
+
+
+class MultipleConnectedStreams:
+    """Streams feeding inputs 1..N of one MultipleInputStreamOperator (Flink's
+    MultipleInputTransformation): ``a.connect_many(b, c).transform("join3", factory)``.
+
+    Each input comes through the exchange as the stream's own partitioning says (keyed
+    by its key_by, else forwarded or rebalanced); the operator runs in the
+    ``multiple-input`` task type and heads its own vertex."""
+
+    def __init__(self, streams: list[DataStream]) -> None:
+        self.streams = streams
+
+    def transform(
+        self,
+        name: str,
+        operator: Callable[[], MultipleInputStreamOperator],
+        output_schema: pa.Schema | None = None,
+    ) -> DataStream:
+        """The operator ``operator()`` builds, over the streams in order (input i is the
+        i-th stream); it must take exactly that many inputs."""
+        from flintlock.core.datastream.datastream import DataStream
+
+        if not callable(operator):
+            raise GraphError(
+                f"connect_many(...).transform('{name}'): operator must be a factory (a "
+                f"callable returning a MultipleInputStreamOperator), not {operator!r}"
+            )
+        first, count = self.streams[0], len(self.streams)
+
+        def build(label: str) -> StreamOperator:
+            made = operator()
+            if not isinstance(made, MultipleInputStreamOperator) or made.num_inputs != count:
+                raise GraphError(
+                    f"connect_many(...).transform('{name}'): the factory must build a "
+                    f"MultipleInputStreamOperator of {count} inputs, got "
+                    f"{type(made).__name__} of {getattr(made, 'num_inputs', '?')}"
+                )
+            made.name = label
+            return made
+
+        build(name)  # the program's mistake, caught now rather than on a worker
+        env = first.env
+        label = env._unique(name)
+        inputs = [
+            InputEdge(t.id, index, p, side)
+            for index, stream in enumerate(self.streams, start=1)
+            for t, p, side in stream.feed
+        ]
+        t = env._add(label, lambda: build(label), inputs)
+        t.task_type = "multiple-input"
+        return DataStream(env, [(t, None, None)], schema=output_schema)
