@@ -150,8 +150,37 @@ class KafkaRangeReader(SourceReader):
                 rows = []
 
     def _take(self, messages: list[Any], rows: list[Any], open_splits: set[str]) -> bool:
-        """Keep the records below their split's end; close splits that reached it. One
-        pass with no object per record (a split's name is made once per partition)."""
+        """Keep the records below their split's end; close splits that reached it."""
+        if len(self.ranges) == 1 and open_splits:
+            taken = self._take_all_of_one_split(messages, rows, open_splits)
+            if taken is not None:
+                return taken
+        return self._take_each(messages, rows, open_splits)
+
+    def _take_all_of_one_split(
+        self, messages: list[Any], rows: list[Any], open_splits: set[str]
+    ) -> bool | None:
+        """A reader of one partition (its consumer is assigned nothing else) whose records
+        here are all below its end and none an error keeps them all, with two calls per
+        record; else None (``_take_each`` decides record by record)."""
+        if not messages or any([m.error() is not None for m in messages]):
+            return None if messages else False
+        offsets = [m.offset() for m in messages]
+        (split,) = open_splits
+        end, last = self.ranges[split][1], max(offsets)
+        if last >= end:
+            return None
+        rows.extend(messages)
+        self._offsets.extend(offsets)
+        if self._batch_split is None:
+            self._batch_split = split
+        self._positions[split] = offsets[-1] + 1
+        if last + 1 >= end:
+            self._close(split, open_splits)
+        return True
+
+    def _take_each(self, messages: list[Any], rows: list[Any], open_splits: set[str]) -> bool:
+        """``_take`` record by record (a split's name is made once per partition)."""
         progressed = False
         splits, ranges, positions = self._splits, self.ranges, self._positions
         offsets = self._offsets
