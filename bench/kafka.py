@@ -10,11 +10,12 @@ batch (``map_batch``). Every run writes to a new 2-partition output topic.
 Throughput, medians of ``--runs`` interleaved runs after a flintlock warm-up job:
 
 - ``plain AL`` / ``plain EO``: two processes (one input partition each) consume in
-  batches of 10,000, map and produce (KafkaSink's producer settings: idempotent,
-  murmur2_random); at least once flushes at the end, exactly once is transactional
-  consume-transform-produce with ``send_offsets_to_transaction`` and a commit every
-  ``--commit-seconds``. Timed from the moment both processes start making their clients
-  to the last one's end (flush or last commit); the processes are spawned before.
+  batches of 10,000, map and produce with KafkaSink's producer settings (idempotent,
+  ``kafka_records.PRODUCER_DEFAULTS``); at least once flushes at the end, exactly once is
+  transactional consume-transform-produce with ``send_offsets_to_transaction`` and a
+  commit every ``--commit-seconds``. Timed from the moment both processes start making
+  their clients to the last one's end (flush or last commit); the processes are spawned
+  before.
 - ``flintlock AL`` / ``flintlock EO``: ``from_kafka(bounded=True)`` -> ``map_batch`` ->
   ``KafkaSink`` at parallelism 2 on ``local[2]``, ``delivery`` at-least-once / exactly-once.
   Timed: ``env.execute`` from call to return (planning, the Spark job, its tasks'

@@ -21,12 +21,10 @@ def transform(value: bytes) -> bytes:
 
 
 def producer_config(bootstrap: str) -> dict[str, Any]:
-    """The baseline producer's settings: KafkaSink's (idempotent, murmur2_random)."""
-    return {
-        "bootstrap.servers": bootstrap,
-        "enable.idempotence": True,
-        "partitioner": "murmur2_random",
-    }
+    """The baseline producer's settings: KafkaSink's (idempotent, and its defaults)."""
+    from flintlock.sinks.kafka_records import PRODUCER_DEFAULTS
+
+    return {"bootstrap.servers": bootstrap, "enable.idempotence": True, **PRODUCER_DEFAULTS}
 
 
 def plain_loop(
