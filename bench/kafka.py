@@ -58,6 +58,8 @@ from timing import local_session
 
 OUTPUT = pa.schema([("key", pa.binary()), ("value", pa.binary())])
 SPAWN = multiprocessing.get_context("spawn")
+PLAIN_SINK_DEFAULTS = [True]
+"""Whether the plain loops' producers have KafkaSink's defaults (``--plain-producer``)."""
 
 
 def upper_values(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -141,6 +143,7 @@ def plain(
                 ends[p],
                 exactly_once,
                 commit_seconds,
+                PLAIN_SINK_DEFAULTS[0],
                 barrier,
                 stop,
                 results,
@@ -279,8 +282,10 @@ def main() -> None:
     parser.add_argument("--commit-seconds", type=float, default=1.0)
     parser.add_argument("--latency-seconds", type=float, default=20.0)
     parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--plain-producer", choices=["sink", "librdkafka"], default="sink")
     parser.add_argument("--skip", action="append", default=[], choices=["throughput", "latency"])
     args = parser.parse_args()
+    PLAIN_SINK_DEFAULTS[0] = args.plain_producer == "sink"
     scratch = tempfile.mkdtemp(prefix="flintlock-kafka-bench-")
     broker = start_broker()
     try:

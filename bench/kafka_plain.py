@@ -20,11 +20,13 @@ def transform(value: bytes) -> bytes:
     return value.upper()
 
 
-def producer_config(bootstrap: str) -> dict[str, Any]:
-    """The baseline producer's settings: KafkaSink's (idempotent, and its defaults)."""
+def producer_config(bootstrap: str, sink_defaults: bool) -> dict[str, Any]:
+    """The baseline producer's settings: idempotent, with KafkaSink's defaults
+    (``sink_defaults``) or librdkafka's (but KafkaSink's partitioner)."""
     from flintlock.sinks.kafka_records import PRODUCER_DEFAULTS
 
-    return {"bootstrap.servers": bootstrap, "enable.idempotence": True, **PRODUCER_DEFAULTS}
+    defaults = PRODUCER_DEFAULTS if sink_defaults else {"partitioner": "murmur2_random"}
+    return {"bootstrap.servers": bootstrap, "enable.idempotence": True, **defaults}
 
 
 def plain_loop(
@@ -35,6 +37,7 @@ def plain_loop(
     end: int | None,
     exactly_once: bool,
     commit_seconds: float,
+    sink_defaults: bool,
     barrier: Any,
     stop: Any,
     results: Any,
@@ -55,7 +58,7 @@ def plain_loop(
         }
     )
     consumer.assign([TopicPartition(source, partition, 0)])
-    config = producer_config(bootstrap)
+    config = producer_config(bootstrap, sink_defaults)
     if exactly_once:
         config["transactional.id"] = f"plain-{target}-{partition}"
     producer = Producer(config)
