@@ -26,11 +26,10 @@ JSON_ROW = "json"
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",
     "delivery.report.only.error": True,
-    "queue.buffering.max.messages": 1_000_000,
 }
 """KafkaSink's producers unless ``producer_config`` says otherwise: murmur2 by key as Java
 clients; a delivery report only for a record that failed (no Python call per delivered
-record: ``flush`` says when every record is delivered); room for a whole batch's records."""
+record: ``flush`` says when every record is delivered)."""
 ROOM_WAIT_SECONDS = 0.01
 """How long a produce waits for the producer's queue to make room, per try."""
 
