@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from flintlock.sinks.kafka_records import ROOM_WAIT_SECONDS
+
 BATCH = 10_000
 """Records per ``consume`` call, as flintlock's source reads them (``batch_size``)."""
 
@@ -75,8 +77,8 @@ def plain_loop(
                 try:
                     producer.produce(target, value, message.key())
                     break
-                except BufferError:
-                    producer.poll(0.05)
+                except BufferError:  # as KafkaSink waits for room
+                    producer.poll(ROOM_WAIT_SECONDS)
             position = message.offset() + 1
             records += 1
         producer.poll(0)
