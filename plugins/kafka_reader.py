@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from flintlock import PluginError, SourceReader
 from flintlock.plugins.kafka_offsets import confluent, parse_split, split_name
 
+MIXED = "<several splits>"
+"""The rows of a batch come from more than one partition."""
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -102,6 +104,9 @@ class KafkaRangeReader(SourceReader):
         self.timeout = timeout_seconds
         self._positions = {split: start for split, (start, _) in ranges.items()}
         self._consumer: Any = None
+        self._splits: dict[tuple[str, int], str] = {}
+        self._offsets: list[int] = []  # of the rows kept for the next batch
+        self._batch_split: str | None = None  # their one split, or MIXED
 
     def positions(self) -> dict[str, int]:
         return dict(self._positions)
@@ -152,33 +157,74 @@ class KafkaRangeReader(SourceReader):
 
     def _take(self, messages: list[Any], rows: list[Any], open_splits: set[str]) -> bool:
         """Keep the records below their split's end; close splits that reached it."""
-        kafka = confluent()
+        if len(self.ranges) == 1 and open_splits:
+            taken = self._take_all_of_one_split(messages, rows, open_splits)
+            if taken is not None:
+                return taken
+        return self._take_each(messages, rows, open_splits)
+
+    def _take_all_of_one_split(
+        self, messages: list[Any], rows: list[Any], open_splits: set[str]
+    ) -> bool | None:
+        """A reader of one partition (its consumer is assigned nothing else) whose records
+        here are all below its end and none an error keeps them all, with two calls per
+        record; else None (``_take_each`` decides record by record)."""
+        if not messages or any([m.error() is not None for m in messages]):
+            return None if messages else False
+        offsets = [m.offset() for m in messages]
+        (split,) = open_splits
+        end, last = self.ranges[split][1], max(offsets)
+        if last >= end:
+            return None
+        rows.extend(messages)
+        self._offsets.extend(offsets)
+        if self._batch_split is None:
+            self._batch_split = split
+        self._positions[split] = offsets[-1] + 1
+        if last + 1 >= end:
+            self._close(split, open_splits)
+        return True
+
+    def _take_each(self, messages: list[Any], rows: list[Any], open_splits: set[str]) -> bool:
+        """``_take`` record by record (a split's name is made once per partition)."""
         progressed = False
+        splits, ranges, positions = self._splits, self.ranges, self._positions
+        offsets = self._offsets
         for message in messages:
-            split = split_name(message.topic(), message.partition())
-            error = message.error()
-            if error is not None:
-                if error.code() != kafka.KafkaError._PARTITION_EOF:
-                    raise PluginError(
-                        f"from_kafka: reading topic '{message.topic()}' partition "
-                        f"{message.partition()} from offset {self._positions.get(split)}: "
-                        f"{error.str()}"
-                    )
-                if message.offset() >= self.ranges[split][1]:
-                    self._close(split, open_splits)
+            topic, partition = message.topic(), message.partition()
+            split = splits.get((topic, partition))
+            if split is None:
+                split = splits[topic, partition] = split_name(topic, partition)
+            if message.error() is not None:
+                self._error(message, split, open_splits)
                 continue
             if split not in open_splits:
                 continue
-            end = self.ranges[split][1]
-            if message.offset() >= end:
+            offset, end = message.offset(), ranges[split][1]
+            if offset >= end:
                 self._close(split, open_splits)
                 continue
             rows.append(message)
+            offsets.append(offset)
+            if split is not self._batch_split:
+                self._batch_split = split if len(rows) == 1 else MIXED
             progressed = True
-            self._positions[split] = message.offset() + 1
-            if message.offset() + 1 >= end:
+            positions[split] = offset + 1
+            if offset + 1 >= end:
                 self._close(split, open_splits)
         return progressed
+
+    def _error(self, message: Any, split: str, open_splits: set[str]) -> None:
+        """A partition's end (it may close the split) or a read error (raised)."""
+        error = message.error()
+        if error.code() != confluent().KafkaError._PARTITION_EOF:
+            raise PluginError(
+                f"from_kafka: reading topic '{message.topic()}' partition "
+                f"{message.partition()} from offset {self._positions.get(split)}: "
+                f"{error.str()}"
+            )
+        if message.offset() >= self.ranges[split][1]:
+            self._close(split, open_splits)
 
     def _check_positions(self, open_splits: set[str]) -> bool:
         """Close splits whose consumer position passed their end (markers, aborts)."""
@@ -204,8 +250,39 @@ class KafkaRangeReader(SourceReader):
         return ", ".join(f"{s} offset {self._positions[s]}" for s in sorted(splits))
 
     def _batch(self, messages: list[Any]) -> pa.RecordBatch:
-        """The Arrow batch of ``messages``; a value that does not deserialise names its
-        record."""
+        """The Arrow batch of ``messages``, a column at a time; a value that does not
+        deserialise names its record. Columns the batch shares (one topic, one partition,
+        no headers) are built without a list of per-record values."""
+        count = len(messages)
+        offsets, self._offsets = self._offsets, []
+        split, self._batch_split = self._batch_split, None
+        one_partition = split is not MIXED
+        topic, partition = messages[0].topic(), messages[0].partition()
+        stamps = [m.timestamp() for m in messages]
+        headers = [m.headers() for m in messages]
+        columns = [
+            pa.array([m.key() for m in messages], pa.binary()),
+            self._values(messages),
+            pa.repeat(pa.scalar(topic, pa.string()), count)
+            if one_partition
+            else pa.array([m.topic() for m in messages], pa.string()),
+            pa.repeat(pa.scalar(partition, pa.int32()), count)
+            if one_partition
+            else pa.array([m.partition() for m in messages], pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array([ms if kind else None for kind, ms in stamps], pa.timestamp("ms", tz="UTC")),
+            pa.array([_headers(h) for h in headers], HEADERS)
+            if any(headers)
+            else pa.ListArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), count + 1), pa.array([], HEADERS.value_type)
+            ),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _values(self, messages: list[Any]) -> pa.Array:
+        """The ``value`` column: bytes as they are (no call per record), else deserialised."""
+        if type(self.deserializer) is ValueDeserializer:
+            return pa.array([m.value() for m in messages], pa.binary())
         values = []
         for message in messages:
             data = message.value()
@@ -217,17 +294,7 @@ class KafkaRangeReader(SourceReader):
                     f"{message.partition()} offset {message.offset()} does not deserialise "
                     f"({type(self.deserializer).__name__}): {error}"
                 ) from error
-        stamps = [m.timestamp() for m in messages]
-        columns = [
-            pa.array([m.key() for m in messages], pa.binary()),
-            pa.array(values, self.deserializer.value_type),
-            pa.array([m.topic() for m in messages], pa.string()),
-            pa.array([m.partition() for m in messages], pa.int32()),
-            pa.array([m.offset() for m in messages], pa.int64()),
-            pa.array([ms if kind else None for kind, ms in stamps], pa.timestamp("ms", tz="UTC")),
-            pa.array([_headers(m.headers()) for m in messages], HEADERS),
-        ]
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        return pa.array(values, self.deserializer.value_type)
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None

@@ -29,7 +29,12 @@ from flintlock.plugin_api import (
     safe_name,
 )
 from flintlock.sinks import kafka_commit
-from flintlock.sinks.kafka_records import JSON_ROW, DeliveryCounter, RecordLayout
+from flintlock.sinks.kafka_records import (
+    JSON_ROW,
+    PRODUCER_DEFAULTS,
+    DeliveryCounter,
+    RecordLayout,
+)
 from flintlock.sinks.optional import require
 from flintlock.sinks.staged_files import read_staged
 
@@ -118,7 +123,7 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
 
     def client_config(self) -> dict[str, Any]:
         """The confluent-kafka configuration of every client the sink makes."""
-        config = {"partitioner": "murmur2_random", **self.producer_config}
+        config = {**PRODUCER_DEFAULTS, **self.producer_config}
         return {**config, "bootstrap.servers": self.bootstrap_servers}
 
     def _who(self, sink_uid: str, job_name: str, checkpoint_id: int = 0) -> str:
@@ -153,8 +158,7 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
         task = transaction.context.task
         who = self._who(transaction.context.sink_uid, task.job_name, transaction.checkpoint_id)
         if transaction.producer is not None:
-            for record in self.layout.records(batch, who):
-                transaction.producer.produce(record)
+            transaction.producer.produce_batch(self.layout.produce_arguments(batch, who))
             return
         self.layout.check_schema(batch.schema, who)
         if transaction.writer is None:
@@ -235,8 +239,7 @@ class KafkaSink(TwoPhaseCommitSink[_Transaction, StagedKafkaRows]):
                 yield from read_staged(storage, file, context).to_batches()
 
         def send(counter: DeliveryCounter, batch: pa.RecordBatch) -> None:
-            for record in self.layout.records(batch, who):
-                counter.produce(record)
+            counter.produce_batch(self.layout.produce_arguments(batch, who))
 
         self.committer(who).commit(context, batches, send)
         for file in ordered:  # sent: the staged files are not needed again

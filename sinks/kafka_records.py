@@ -9,16 +9,29 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flintlock import SinkOutputError
 
 JSON_ROW = "json"
 """``value="json"``: the value is the whole row as a JSON object."""
+
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "partitioner": "murmur2_random",
+    "delivery.report.only.error": True,
+}
+"""KafkaSink's producers unless ``producer_config`` says otherwise: murmur2 by key as Java
+clients; a delivery report only for a record that failed (no Python call per delivered
+record: ``flush`` says when every record is delivered)."""
+ROOM_WAIT_SECONDS = 0.01
+"""How long a produce waits for the producer's queue to make room, per try."""
 
 
 def _json_default(value: Any) -> Any:
@@ -80,30 +93,62 @@ class RecordLayout:
         ):
             raise SinkOutputError(f"{who}: the topic column '{self.topic_column}' is not a string")
 
-    def records(self, batch: pa.RecordBatch, who: str) -> Iterator[dict[str, Any]]:
-        """``Producer.produce`` keyword arguments for each row of ``batch``, in order."""
+    def produce_arguments(self, batch: pa.RecordBatch, who: str) -> RecordColumns:
+        """The ``Producer.produce`` arguments of ``batch``'s rows, a column at a time."""
         self.check_schema(batch.schema, who)
-        rows = batch.to_pylist()
-        for row in rows:
-            record: dict[str, Any] = {
-                "topic": row[self.topic_column] if self.topic_column else self.topic,
-                "value": (
-                    to_bytes(row)
-                    if self.value == JSON_ROW
-                    else (to_bytes(row[self.value]) if self.value is not None else None)
-                ),
-            }
-            if record["topic"] is None:
+        if self.value == JSON_ROW:
+            values: list[bytes | None] | None = [to_bytes(row) for row in batch.to_pylist()]
+        else:
+            values = None if self.value is None else byte_values(batch.column(self.value))
+        topics = None
+        if self.topic_column is not None:
+            column = batch.column(self.topic_column)
+            if column.null_count:
                 raise SinkOutputError(f"{who}: a row's topic column '{self.topic_column}' is null")
-            if self.key is not None:
-                record["key"] = to_bytes(row[self.key])
-            if self.partition is not None and row[self.partition] is not None:
-                record["partition"] = int(row[self.partition])
-            if self.headers:
-                record["headers"] = [
-                    (name, to_bytes(row[column])) for name, column in self.headers.items()
-                ]
-            yield record
+            topics = column.to_pylist()
+        partitions = None
+        if self.partition is not None:
+            partitions = pc.fill_null(batch.column(self.partition), -1).to_pylist()
+        headers = None
+        if self.headers:
+            named = [(n, byte_values(batch.column(c))) for n, c in self.headers.items()]
+            headers = [[(n, v[row]) for n, v in named] for row in range(batch.num_rows)]
+        return RecordColumns(
+            batch.num_rows,
+            self.topic,
+            topics,
+            values,
+            None if self.key is None else byte_values(batch.column(self.key)),
+            partitions,
+            headers,
+        )
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """A batch's records as columns of ``produce`` arguments; None: the same for every
+    record (``topic``; no value, no key, the partitioner's partition, no headers)."""
+
+    rows: int
+    topic: str | None
+    topics: list[str] | None
+    values: list[bytes | None] | None
+    keys: list[bytes | None] | None
+    partitions: list[int] | None
+    headers: list[list[tuple[str, bytes | None]]] | None
+
+
+def byte_values(column: pa.Array) -> list[bytes | None]:
+    """A column's values as record bytes (``to_bytes``): binary columns as they are,
+    strings as their UTF-8 bytes, both without a Python call per value."""
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return column.to_pylist()
+    if pa.types.is_string(kind):
+        return column.cast(pa.binary()).to_pylist()
+    if pa.types.is_large_string(kind):
+        return column.cast(pa.large_binary()).to_pylist()
+    return [to_bytes(value) for value in column.to_pylist()]
 
 
 class DeliveryCounter:
@@ -120,20 +165,45 @@ class DeliveryCounter:
         if error is not None:
             self.failed.append(f"{message.topic()}[{message.partition()}]: {error}")
 
-    def produce(self, record: dict[str, Any]) -> None:
-        """Queue one record (waiting for room in the queue when it is full)."""
-        while True:
+    def produce_batch(self, records: RecordColumns) -> None:
+        """Queue a batch's records, in order (waiting for room when the queue is full);
+        one ``produce`` call per record and one ``poll`` per batch."""
+        rows = records.rows
+        topics = records.topics if records.topics is not None else repeat(records.topic, rows)
+        values = records.values if records.values is not None else repeat(None, rows)
+        keys = records.keys if records.keys is not None else repeat(None, rows)
+        partitions = records.partitions if records.partitions is not None else repeat(-1, rows)
+        headers = records.headers if records.headers is not None else repeat(None, rows)
+        produce, delivered = self.producer.produce, self._delivered
+        for topic, value, key, partition, header in zip(
+            topics, values, keys, partitions, headers, strict=True
+        ):
             try:
-                self.producer.produce(**record, on_delivery=self._delivered)
-                break
+                if header is None:
+                    produce(topic, value, key, partition, delivered)
+                else:
+                    produce(topic, value, key, partition, delivered, headers=header)
             except BufferError:
-                self.producer.poll(0.1)
+                self._produce_when_room(topic, value, key, partition, header)
             except Exception as error:  # KafkaException: unknown topic or partition...
-                raise SinkOutputError(
-                    f"{self.who}: producing to {record['topic']}: {error}"
-                ) from error
-        self.produced += 1
+                raise SinkOutputError(f"{self.who}: producing to {topic}: {error}") from error
+        self.produced += rows
         self.producer.poll(0)
+
+    def _produce_when_room(
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int, header: Any
+    ) -> None:
+        while True:
+            self.producer.poll(ROOM_WAIT_SECONDS)
+            try:
+                self.producer.produce(
+                    topic, value, key, partition, self._delivered, headers=header or None
+                )
+                return
+            except BufferError:
+                continue
+            except Exception as error:
+                raise SinkOutputError(f"{self.who}: producing to {topic}: {error}") from error
 
     def flush(self, timeout: float) -> None:
         """Until every queued record is delivered; a failed or undelivered one is an error."""

@@ -28,6 +28,7 @@ from flintlock.errors import CommittableError, SinkOutputError
 from flintlock.plugin_api import CommitContext, OutputCheckContext
 from flintlock.sinks.kafka import KafkaSink
 from flintlock.sinks.kafka_commit import kafka_step, marker_group, transactional_id
+from flintlock.sinks.kafka_records import RecordLayout
 
 ORDERS = pa.schema(
     [("id", pa.int64()), ("user", pa.string()), ("part", pa.int32()), ("route", pa.string())]
@@ -110,6 +111,38 @@ def test_a_column_the_stream_lacks_is_refused(kafka: KafkaBroker) -> None:
 def test_a_reserved_producer_setting_is_refused() -> None:
     with pytest.raises(SinkOutputError, match=r"may not set \['transactional.id'\]"):
         KafkaSink("t", "b:1", producer_config={"transactional.id": "mine"})
+
+
+def test_a_batch_becomes_produce_arguments_a_column_at_a_time() -> None:
+    layout = RecordLayout(
+        "fallback",
+        key="user",
+        value="payload",
+        headers={"n": "id"},
+        partition="part",
+        topic_column="route",
+    )
+    batch = pa.record_batch(
+        {
+            "user": ["\u00fc", None],
+            "payload": pa.array([b"\x00b", None], pa.binary()),
+            "id": [1, None],
+            "part": pa.array([1, None], pa.int32()),
+            "route": ["a", "b"],
+        }
+    )
+    made = layout.produce_arguments(batch, "sink")
+    assert (made.rows, made.topic, made.topics) == (2, "fallback", ["a", "b"])
+    assert made.keys == ["\u00fc".encode(), None]  # strings as UTF-8, nulls as no key
+    assert made.values == [b"\x00b", None]
+    assert made.partitions == [1, -1]  # null: the partitioner's choice
+    assert made.headers == [[("n", b"1")], [("n", None)]]
+    whole_rows = RecordLayout("t").produce_arguments(batch.select(["id", "route"]), "sink")
+    assert whole_rows.values == [b'{"id":1,"route":"a"}', b'{"id":null,"route":"b"}']
+    assert (whole_rows.topics, whole_rows.keys, whole_rows.partitions) == (None, None, None)
+    no_topic = batch.set_column(4, "route", pa.array(["a", None]))
+    with pytest.raises(SinkOutputError, match="sink: a row's topic column 'route' is null"):
+        layout.produce_arguments(no_topic, "sink")
 
 
 # ---- at least once ----
