@@ -142,13 +142,16 @@ def byte_values(column: pa.Array) -> list[bytes | None]:
     """A column's values as record bytes (``to_bytes``): binary columns as they are,
     strings as their UTF-8 bytes, both without a Python call per value."""
     kind = column.type
+    values: list[bytes | None]
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return column.to_pylist()
-    if pa.types.is_string(kind):
-        return column.cast(pa.binary()).to_pylist()
-    if pa.types.is_large_string(kind):
-        return column.cast(pa.large_binary()).to_pylist()
-    return [to_bytes(value) for value in column.to_pylist()]
+        values = column.to_pylist()
+    elif pa.types.is_string(kind):
+        values = column.cast(pa.binary()).to_pylist()
+    elif pa.types.is_large_string(kind):
+        values = column.cast(pa.large_binary()).to_pylist()
+    else:
+        values = [to_bytes(value) for value in column.to_pylist()]
+    return values
 
 
 class DeliveryCounter:
@@ -191,7 +194,7 @@ class DeliveryCounter:
         self.producer.poll(0)
 
     def _produce_when_room(
-        self, topic: str, value: bytes | None, key: bytes | None, partition: int, header: Any
+        self, topic: str | None, value: bytes | None, key: bytes | None, partition: int, header: Any
     ) -> None:
         while True:
             self.producer.poll(ROOM_WAIT_SECONDS)
