@@ -19,10 +19,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from flintlock import OneInputStreamOperator, Watermark, hookimpl
-from flintlock.core.api.async_functions import AsyncFunction, AsyncRetryStrategy
-from flintlock.core.errors import AsyncTimeoutError, MailboxClosedError
-from flintlock.core.state.descriptors import ListStateDescriptor
+from flintlock import (
+    AsyncFunction,
+    AsyncRetryStrategy,
+    ListStateDescriptor,
+    OneInputStreamOperator,
+    Watermark,
+    hookimpl,
+)
+from flintlock.errors import AsyncTimeoutError, MailboxClosedError
 from flintlock.operators.async_queue import Element, InFlight, OrderedQueue, UnorderedQueue
 from flintlock.plugin_api import (
     HeldOutputMixin,

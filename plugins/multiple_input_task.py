@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flintlock import hookimpl
-from flintlock.core.runtime.operator import MultipleInputStreamOperator
+from flintlock import MultipleInputStreamOperator, hookimpl
 from flintlock.plugin_api import InputStreamTask
 
 
