@@ -20,9 +20,11 @@ StartingOffsets = str | dict[str, Any]
 
 
 def confluent() -> Any:
-    """The confluent_kafka module, or a PluginError saying which extra to install."""
+    """The confluent_kafka module with its ``admin`` submodule loaded (``import
+    confluent_kafka`` alone leaves it out), or a PluginError saying which extra to install."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # the submodule, as an attribute of the module
     except ImportError as error:  # pragma: no cover - the kafka extra is a test dependency
         raise PluginError(
             "from_kafka needs confluent-kafka: pip install 'flintlock[kafka]'"

@@ -238,3 +238,25 @@ def test_completed_checkpoints_commit_the_offsets_to_the_group(kafka: KafkaBroke
     committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
     consumer.close()
     assert {f"{tp.topic}:{tp.partition}": tp.offset for tp in committed} == planned.state["offsets"]
+
+
+def test_a_fresh_process_plans_an_epoch(kafka: KafkaBroker) -> None:
+    """The source in a process that never imported ``confluent_kafka.admin`` (a job
+    script, spark-submit): it finds the partitions and plans (``import confluent_kafka``
+    alone leaves the ``admin`` submodule out)."""
+    import subprocess
+    import sys
+
+    topic = new_topic(kafka, 2)
+    produce_orders(kafka, topic, range(10), 2)
+    script = (
+        "import sys\n"
+        "from flintlock.plugins.kafka_source import kafka_source\n"
+        "source = kafka_source(bootstrap_servers=sys.argv[1], topics=[sys.argv[2]])\n"
+        "print(source.plan_epoch(source.initial_state(0), 0, 2).state['offsets'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, kafka.bootstrap, topic], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str({f"{topic}:0": 5, f"{topic}:1": 5})
