@@ -13,6 +13,7 @@ simple group's transactional offset commit)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,6 +29,8 @@ CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "clien
 authenticate to the brokers); producer-only ones would only draw librdkafka warnings."""
 TIMEOUT = 60.0
 """Seconds the driver waits for the broker in one step (init, commit, a read)."""
+HUNG_GRACE = 30.0
+"""Seconds past a call's own timeout after which it counts as hung (``kafka_step``)."""
 RETRY_PAUSE, MAX_RETRY_PAUSE = 0.1, 2.0
 """Seconds between tries of a step the broker answered with a retriable error."""
 NO_OFFSET = -1001
@@ -118,6 +121,9 @@ class TransactionalCommitter:
                 lambda: producer.send_offsets_to_transaction([marker], metadata, TIMEOUT),
             )
             self._kafka("commit_transaction", lambda: producer.commit_transaction(TIMEOUT))
+        except KafkaStepHung:
+            self.producer = None  # stuck in librdkafka: fenced by the next one, not aborted
+            raise
         except BaseException:
             self._abort()
             raise
@@ -149,16 +155,29 @@ class TransactionalCommitter:
         )
 
 
-def kafka_step(call: Callable[[], Any], what: str, where: str, timeout: float = TIMEOUT) -> Any:
+class KafkaStepHung(SinkOutputError):
+    """A Kafka call that did not return within its timeout plus ``HUNG_GRACE``: its
+    producer may be stuck for good, so it is dropped (never aborted), and the next
+    commit's new producer fences it with ``init_transactions``."""
+
+
+def kafka_step(
+    call: Callable[[], Any],
+    what: str,
+    where: str,
+    timeout: float = TIMEOUT,
+    grace: float = HUNG_GRACE,
+) -> Any:
     """``call`` retried on retriable Kafka errors (librdkafka's transactional API says
     such a call may simply be made again) with doubling pauses until ``timeout`` s; any
-    other error, or the last, as a SinkOutputError naming ``what`` and ``where``."""
+    other error, or the last, as a SinkOutputError naming ``what`` and ``where``; a call
+    still blocked ``timeout + grace`` s after it began, as a KafkaStepHung."""
     from confluent_kafka import KafkaException
 
     deadline, pause = time.monotonic() + timeout, RETRY_PAUSE
     while True:
         try:
-            return call()
+            return within(call, timeout + grace, f"{what} did not return within", where)
         except KafkaException as error:
             kafka_error = error.args[0]
             retriable = getattr(kafka_error, "retriable", lambda: False)()
@@ -166,6 +185,28 @@ def kafka_step(call: Callable[[], Any], what: str, where: str, timeout: float = 
                 raise SinkOutputError(f"{what} failed ({where}): {kafka_error}") from error
         time.sleep(pause)
         pause = min(pause * 2, MAX_RETRY_PAUSE)
+
+
+def within(call: Callable[[], Any], seconds: float, what: str, where: str) -> Any:
+    """``call`` in a thread of its own, waited for ``seconds``: librdkafka's transactional
+    calls were seen blocking minutes past their own timeout once the broker was killed
+    mid-call (``send_offsets_to_transaction`` after a broker restart)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="flintlock-kafka-step", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise KafkaStepHung(f"{what} {seconds:.0f} s ({where})")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool, who: str) -> None:
