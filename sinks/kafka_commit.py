@@ -61,6 +61,7 @@ class TransactionalCommitter:
         self.who = who
         self.producer: Any = None
         self.txn_id = ""
+        self.hung = False
 
     def ready(self, context: CommitContext) -> Any:
         """The producer for the context's (job, sink), ``init_transactions`` done: every
@@ -121,9 +122,6 @@ class TransactionalCommitter:
                 lambda: producer.send_offsets_to_transaction([marker], metadata, TIMEOUT),
             )
             self._kafka("commit_transaction", lambda: producer.commit_transaction(TIMEOUT))
-        except KafkaStepHung:
-            self.producer = None  # stuck in librdkafka: fenced by the next one, not aborted
-            raise
         except BaseException:
             self._abort()
             raise
@@ -138,7 +136,11 @@ class TransactionalCommitter:
 
     def _abort(self) -> None:
         """After a failed step: abort the open transaction; a producer that cannot (fenced,
-        fatal) is dropped, and the next commit makes and fences in a new one."""
+        fatal) or whose step hung is dropped, and the next commit makes and fences in a
+        new one (its ``init_transactions`` ends the open transaction)."""
+        if self.hung:
+            self.producer, self.hung = None, False  # stuck in librdkafka: abort would block
+            return
         try:
             self.producer.abort_transaction(TIMEOUT)
         except Exception:  # KafkaException: nothing open, fenced or fatal
@@ -146,19 +148,19 @@ class TransactionalCommitter:
 
     def _kafka(self, step: str, call: Callable[[], Any]) -> Any:
         """``call``, again while the broker answers with an error librdkafka marks
-        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s."""
-        return kafka_step(call, f"{self.who}: {step}", self._where())
+        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s; a
+        step that failed only after ``TIMEOUT + HUNG_GRACE`` s marks the producer hung."""
+        started = time.monotonic()
+        try:
+            return kafka_step(call, f"{self.who}: {step}", self._where())
+        except SinkOutputError:
+            self.hung = time.monotonic() - started >= TIMEOUT + HUNG_GRACE
+            raise
 
     def _where(self) -> str:
         return (
             f"transactional.id {self.txn_id or '-'}, brokers {self.config.get('bootstrap.servers')}"
         )
-
-
-class KafkaStepHung(SinkOutputError):
-    """A Kafka call that did not return within its timeout plus ``HUNG_GRACE``: its
-    producer may be stuck for good, so it is dropped (never aborted), and the next
-    commit's new producer fences it with ``init_transactions``."""
 
 
 def kafka_step(
@@ -170,8 +172,8 @@ def kafka_step(
 ) -> Any:
     """``call`` retried on retriable Kafka errors (librdkafka's transactional API says
     such a call may simply be made again) with doubling pauses until ``timeout`` s; any
-    other error, or the last, as a SinkOutputError naming ``what`` and ``where``; a call
-    still blocked ``timeout + grace`` s after it began, as a KafkaStepHung."""
+    other error, or the last, as a SinkOutputError naming ``what`` and ``where``; so is
+    a call still blocked ``timeout + grace`` s after it began."""
     from confluent_kafka import KafkaException
 
     deadline, pause = time.monotonic() + timeout, RETRY_PAUSE
@@ -203,7 +205,7 @@ def within(call: Callable[[], Any], seconds: float, what: str, where: str) -> An
     thread.start()
     thread.join(seconds)
     if thread.is_alive():
-        raise KafkaStepHung(f"{what} {seconds:.0f} s ({where})")
+        raise SinkOutputError(f"{what} {seconds:.0f} s ({where})")
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
