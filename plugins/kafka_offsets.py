@@ -20,7 +20,8 @@ StartingOffsets = str | dict[str, Any]
 
 
 def confluent() -> Any:
-    """The confluent_kafka module, or a PluginError saying which extra to install."""
+    """The confluent_kafka module with its ``admin`` submodule loaded (``import
+    confluent_kafka`` alone leaves it out), or a PluginError saying which extra to install."""
     try:
         import confluent_kafka
         import confluent_kafka.admin  # a submodule: not loaded by ``import confluent_kafka``

@@ -13,6 +13,7 @@ simple group's transactional offset commit)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,6 +29,8 @@ CONNECTION_SETTINGS = ("bootstrap.servers", "security.", "sasl.", "ssl.", "clien
 authenticate to the brokers); producer-only ones would only draw librdkafka warnings."""
 TIMEOUT = 60.0
 """Seconds the driver waits for the broker in one step (init, commit, a read)."""
+HUNG_GRACE = 30.0
+"""Seconds past a call's own timeout after which it counts as hung (``kafka_step``)."""
 RETRY_PAUSE, MAX_RETRY_PAUSE = 0.1, 2.0
 """Seconds between tries of a step the broker answered with a retriable error."""
 NO_OFFSET = -1001
@@ -58,6 +61,7 @@ class TransactionalCommitter:
         self.who = who
         self.producer: Any = None
         self.txn_id = ""
+        self.hung = False
 
     def ready(self, context: CommitContext) -> Any:
         """The producer for the context's (job, sink), ``init_transactions`` done: every
@@ -132,7 +136,11 @@ class TransactionalCommitter:
 
     def _abort(self) -> None:
         """After a failed step: abort the open transaction; a producer that cannot (fenced,
-        fatal) is dropped, and the next commit makes and fences in a new one."""
+        fatal) or whose step hung is dropped, and the next commit makes and fences in a
+        new one (its ``init_transactions`` ends the open transaction)."""
+        if self.hung:
+            self.producer, self.hung = None, False  # stuck in librdkafka: abort would block
+            return
         try:
             self.producer.abort_transaction(TIMEOUT)
         except Exception:  # KafkaException: nothing open, fenced or fatal
@@ -140,8 +148,14 @@ class TransactionalCommitter:
 
     def _kafka(self, step: str, call: Callable[[], Any]) -> Any:
         """``call``, again while the broker answers with an error librdkafka marks
-        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s."""
-        return kafka_step(call, f"{self.who}: {step}", self._where())
+        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s; a
+        step that failed only after ``TIMEOUT + HUNG_GRACE`` s marks the producer hung."""
+        started = time.monotonic()
+        try:
+            return kafka_step(call, f"{self.who}: {step}", self._where())
+        except SinkOutputError:
+            self.hung = time.monotonic() - started >= TIMEOUT + HUNG_GRACE
+            raise
 
     def _where(self) -> str:
         return (
@@ -149,16 +163,23 @@ class TransactionalCommitter:
         )
 
 
-def kafka_step(call: Callable[[], Any], what: str, where: str, timeout: float = TIMEOUT) -> Any:
+def kafka_step(
+    call: Callable[[], Any],
+    what: str,
+    where: str,
+    timeout: float = TIMEOUT,
+    grace: float = HUNG_GRACE,
+) -> Any:
     """``call`` retried on retriable Kafka errors (librdkafka's transactional API says
     such a call may simply be made again) with doubling pauses until ``timeout`` s; any
-    other error, or the last, as a SinkOutputError naming ``what`` and ``where``."""
+    other error, or the last, as a SinkOutputError naming ``what`` and ``where``; so is
+    a call still blocked ``timeout + grace`` s after it began."""
     from confluent_kafka import KafkaException
 
     deadline, pause = time.monotonic() + timeout, RETRY_PAUSE
     while True:
         try:
-            return call()
+            return within(call, timeout + grace, f"{what} did not return within", where)
         except KafkaException as error:
             kafka_error = error.args[0]
             retriable = getattr(kafka_error, "retriable", lambda: False)()
@@ -166,6 +187,28 @@ def kafka_step(call: Callable[[], Any], what: str, where: str, timeout: float = 
                 raise SinkOutputError(f"{what} failed ({where}): {kafka_error}") from error
         time.sleep(pause)
         pause = min(pause * 2, MAX_RETRY_PAUSE)
+
+
+def within(call: Callable[[], Any], seconds: float, what: str, where: str) -> Any:
+    """``call`` in a thread of its own, waited for ``seconds``: librdkafka's transactional
+    calls were seen blocking minutes past their own timeout once the broker was killed
+    mid-call (``send_offsets_to_transaction`` after a broker restart)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="flintlock-kafka-step", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise SinkOutputError(f"{what} {seconds:.0f} s ({where})")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def check_brokers(config: dict[str, Any], topics: list[str], transactional: bool, who: str) -> None:

@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,8 @@ class KafkaBroker:
             f"-Dlog4j2.configurationFile={self.folder}/log4j2.properties",
         ]
         with open(self.folder / "stdout.log", "ab") as output:
-            self.process = subprocess.Popen(
+            self.process = LAUNCHER.submit(
+                subprocess.Popen,
                 [
                     *command,
                     "-cp",
@@ -188,7 +190,7 @@ class KafkaBroker:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 preexec_fn=die_with_test_process,
-            )
+            ).result()
         self.wait_until_serving()
 
     def wait_until_serving(self, seconds: float = 90) -> None:
@@ -248,9 +250,16 @@ class KafkaBroker:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+LAUNCHER = ThreadPoolExecutor(1, thread_name_prefix="kafka-launcher")
+"""The one thread that starts brokers: it lives as long as the test process. Linux sends
+``PR_SET_PDEATHSIG`` when the *thread* that forked the child ends, so a broker started
+(or restarted) from a short-lived thread would be stopped as soon as that thread ended."""
+
+
 def die_with_test_process() -> None:
     """In the broker's process before Java starts: Linux sends it SIGTERM when the test
-    process dies, so a killed pytest leaves no broker behind (``PR_SET_PDEATHSIG``)."""
+    process dies, so a killed pytest leaves no broker behind (``PR_SET_PDEATHSIG``; the
+    broker is forked by ``LAUNCHER``, whose thread ends only with the process)."""
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Producer
-from kafka_server import KafkaBroker
+from kafka_server import KafkaBroker, start_broker
 
 
 def new_topic(kafka: KafkaBroker, partitions: int) -> str:
@@ -74,3 +74,22 @@ def test_a_restart_and_a_crash_keep_the_data(kafka: KafkaBroker) -> None:
     send(producer, topic, [(1, b"after")])
     del producer
     assert values(kafka.records(topic)) == [(0, b"before"), (1, b"before"), (1, b"after")]
+
+
+def test_a_broker_restarted_from_a_thread_outlives_the_thread() -> None:
+    """Linux's parent-death signal follows the thread that forked the broker: a restart
+    from a thread that then ends (the Kafka chaos test kills the broker mid-epoch from
+    one) must leave the broker serving."""
+    import threading
+    import time
+
+    broker = start_broker()
+    try:
+        restarter = threading.Thread(target=broker.restart, kwargs={"kill": True})
+        restarter.start()
+        restarter.join()
+        time.sleep(2)  # a parent-death SIGTERM would have stopped it by now
+        assert broker.process is not None and broker.process.poll() is None, broker.log_tail()
+        assert broker.admin().list_topics(timeout=10).brokers
+    finally:
+        broker.remove()

@@ -275,3 +275,21 @@ def test_a_retriable_kafka_error_is_tried_again_and_another_is_named() -> None:
 
     with pytest.raises(SinkOutputError, match="moved"):
         kafka_step(always_moving, "reading the marker", "brokers b:1", timeout=0.5)
+
+
+def test_a_kafka_step_that_blocks_past_its_timeout_fails_naming_the_step() -> None:
+    """librdkafka's ``send_offsets_to_transaction`` was seen blocking minutes past its
+    timeout after the broker was killed mid-call (the Kafka chaos suite's driver hung):
+    a step that does not return in its timeout plus a grace is an error naming it."""
+    import threading
+    import time
+
+    from flintlock import SinkOutputError
+    from flintlock.sinks.kafka_commit import kafka_step
+
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(SinkOutputError, match="sending the marker did not return within"):
+        kafka_step(lambda: release.wait(5), "sending the marker", "txn t", timeout=0.2, grace=0.2)
+    release.set()
+    assert time.monotonic() - started < 2

@@ -42,10 +42,14 @@ EPOCH_DRIVER_KILLS = (
     "kill_between_epochs",
     "kill_in_savepoint_commit",
     "kill_mid_savepoint_commit",
+    "kill_mid_epoch",
+    "kill_in_transaction",
 )
 """Driver kills of unbounded jobs only: after an epoch's commit (before the next epoch
-starts), and in the commit of a savepoint (a stop's or a savepoint request's) before any
-file or after its first file was published."""
+starts), in the commit of a savepoint (a stop's or a savepoint request's) before any
+file or after its first file was published, from a task at a record of a function (its
+epoch's Spark job under way: the worker kills its driver's process group), and inside a
+KafkaSink's transaction, every row at the broker, before ``commit_transaction``."""
 
 
 @dataclass(frozen=True)

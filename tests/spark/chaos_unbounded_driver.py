@@ -43,6 +43,7 @@ import pyarrow as pa
 from chaos_faults import Fault, FaultyFileSink, FaultyKeyedProcess, FaultyMap
 from job_scripts import print_result, start_session
 
+from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.fences import PAUSE_MARKER
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
 from flintlock.core.errors import FlintlockError
@@ -130,14 +131,22 @@ def is_lease_error(error: BaseException) -> bool:
     return any(kind.__name__ in LEASE_ERRORS for kind in type(error).__mro__)
 
 
-def run_job(spark: Any, base: Path, job: dict[str, Any], build: Builder = build) -> dict[str, Any]:
+def run_job(
+    spark: Any,
+    base: Path,
+    job: dict[str, Any],
+    build: Builder = build,
+    trigger: EpochTrigger | None = None,
+) -> dict[str, Any]:
     """Start the job until it has FINISHED; a STOPPED run is started again at once.
-    ``build`` makes the job's environment (the sink chaos suite brings its own)."""
+    ``build`` makes the job's environment (the sink chaos suites bring their own); with
+    ``trigger`` (``available_now``: the Kafka chaos suite) a STOPPED run is the end."""
     outcome: dict[str, Any] = {"executes": 0, "stopped": 0, "failed": [], "epochs": 0}
     while True:
         outcome["executes"] += 1
         try:
-            result = build(spark, base, job).execute(job["name"], progress=progress_of(base, job))
+            env = build(spark, base, job)
+            result = env.execute(job["name"], trigger=trigger, progress=progress_of(base, job))
         except FlintlockError as error:
             text = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
             print(f"FAILED {job['name']} {text}", flush=True)
@@ -152,7 +161,7 @@ def run_job(spark: Any, base: Path, job: dict[str, Any], build: Builder = build)
             print(f"CRASHED {job['name']} {text}", flush=True)
             return {**outcome, "outcome": "crashed", "error": text}
         outcome["epochs"] += result.epochs
-        if result.status == "FINISHED":
+        if result.status == "FINISHED" or trigger is not None:
             break
         outcome["stopped"] += 1
         print(f"STOPPED {job['name']} {result.savepoint_path}", flush=True)
@@ -161,7 +170,8 @@ def run_job(spark: Any, base: Path, job: dict[str, Any], build: Builder = build)
     for fault in faults_at(job, "driver"):
         if fault.kind == "kill_after_execute":
             chaos_faults.fire(str(base / "markers"), fault)  # killed after FINISHED
-    return {**outcome, "outcome": "finished", "already_finished": result.already_finished}
+    ended = "finished" if result.status == "FINISHED" else "stopped"
+    return {**outcome, "outcome": ended, "already_finished": result.already_finished}
 
 
 def was_paused() -> bool:

@@ -10,7 +10,9 @@ environment, e.g. a database's address), never in memory between the two.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -249,3 +251,85 @@ class PostgresPerSubtaskTarget(PostgresTarget):
         from flintlock.sinks.postgres import PostgresSink
 
         return PostgresSink(self.conninfo(), self.table, schema=OUT, visibility="subtask")
+
+
+class KafkaTarget(ChaosTarget):
+    """The KafkaSink, exactly once: a topic of its own (``PARTITIONS`` partitions) on a
+    broker (the one given, else one of the target's own started in ``setup``), its
+    address and topic in ``<base>/kafka.json`` for the drivers; read back as a
+    ``read_committed`` consumer sees it, one JSON object per record."""
+
+    name = "kafka"
+    PARTITIONS = 2
+    MARKER_SECONDS = 10.0
+    """How long ``leftovers`` waits for the last commit's markers (far below the 60 s
+    after which the broker itself aborts a transaction left open)."""
+
+    def __init__(self, base: Path, broker: Any = None) -> None:
+        super().__init__(base)
+        self.broker = broker
+        self.own_broker = False
+
+    def setup(self) -> None:
+        import uuid
+
+        from kafka_server import start_broker
+
+        if self.broker is None:
+            self.broker, self.own_broker = start_broker(), True
+        topic = self.broker.create_topic(f"chaos-out-{uuid.uuid4().hex[:8]}", self.PARTITIONS)
+        settings = {"bootstrap": self.broker.bootstrap, "topic": topic}
+        (self.base / "kafka.json").write_text(json.dumps(settings))
+
+    def teardown(self) -> None:
+        if self.own_broker:
+            self.broker.remove()
+
+    @property
+    def settings(self) -> dict[str, str]:
+        return dict(json.loads((self.base / "kafka.json").read_text()))
+
+    def make_sink(self) -> TwoPhaseCommitSink:
+        from flintlock.sinks.kafka import KafkaSink
+
+        return KafkaSink(self.settings["topic"], self.settings["bootstrap"])
+
+    def read_back(self) -> list[dict[str, Any]]:
+        records = self.broker.records(self.settings["topic"], "read_committed")
+        return [json.loads(record.value()) for record in records]
+
+    def leftovers(self) -> list[str]:
+        """Staged files of the sink's writers, and partitions whose last stable offset is
+        below their high watermark (a transaction left open holds read_committed
+        consumers back there)."""
+        staged = [
+            str(path.relative_to(self.base))
+            for path in self.base.glob("chk/**/kafka-staging/**/*")
+            if path.is_file()
+        ]
+        deadline = time.monotonic() + self.MARKER_SECONDS
+        while True:  # a committed transaction's markers are written after the commit returns
+            stable = self.end_offsets("read_committed")
+            high = self.end_offsets("read_uncommitted")
+            if stable == high or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        open_ = [
+            f"partition {p}: last stable offset {stable[p]} below high watermark {high[p]}"
+            for p in sorted(high)
+            if stable[p] != high[p]
+        ]
+        return staged + open_
+
+    def end_offsets(self, isolation_level: str) -> dict[int, int]:
+        """Each partition's end as a consumer of ``isolation_level`` sees it: the last
+        stable offset (read_committed) or the high watermark (read_uncommitted)."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        level = IsolationLevel[isolation_level.upper()]
+        topic = self.settings["topic"]
+        asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(self.PARTITIONS)}
+        admin = self.broker.admin()  # kept until the answers are in
+        futures = admin.list_offsets(asked, isolation_level=level, request_timeout=30)
+        return {tp.partition: future.result(timeout=60).offset for tp, future in futures.items()}

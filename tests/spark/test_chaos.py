@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,12 @@ class Plan:
     script: Path = SCRIPT
     """The driver script that runs a chain's jobs (tests/spark/sink_chaos_driver.py for
     the sink chaos suite)."""
+    on_line: Callable[[str], None] | None = None
+    """Called with each line a driver prints, as it comes (the Kafka chaos suite kills
+    its broker after a given epoch)."""
+    between_runs: Callable[[DriverRun], None] | None = None
+    """Called after each driver run that did not return, before the next one starts (the
+    Kafka chaos suite sends more records there)."""
 
     def chain(self, number: int) -> list[dict[str, Any]]:
         """The jobs one driver process runs, in order."""
@@ -236,6 +243,8 @@ def run_driver(
     assert process.stdout is not None
     for line in process.stdout:
         lines.append((time.perf_counter() - started, line.rstrip("\n")))
+        if plan.on_line is not None:
+            plan.on_line(line.rstrip("\n"))
         word = line.split()
         armed = kill is not None and timer is None and word[:1] == ["START"]
         if armed and order.index(word[1]) >= order.index(kill[0]):
@@ -298,6 +307,8 @@ def run_chain(plan: Plan, number: int) -> list[DriverRun]:
             f"chaos seed={plan.seed}: driver {run.label} ended with {run.returncode}, "
             f"not by a kill\n{run.tail()}"
         )
+        if plan.between_runs is not None:
+            plan.between_runs(run)
     pytest.fail(f"chaos seed={plan.seed}: chain {number} did not return in {MAX_DRIVER_RUNS} runs")
 
 
