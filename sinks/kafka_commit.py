@@ -55,6 +55,11 @@ def marker_group(job_id: str, sink_uid: str) -> str:
 class TransactionalCommitter:
     """One sink's transactional producer on the driver, made (and fenced in) once."""
 
+    timeout: float = TIMEOUT
+    """Seconds the driver waits for the broker in one step (a subclass may say less)."""
+    grace: float = HUNG_GRACE
+    """Seconds past ``timeout`` after which a blocked step counts as hung."""
+
     def __init__(self, config: dict[str, Any], marker_topic: str, who: str) -> None:
         self.config = config
         self.marker_topic = marker_topic
@@ -72,7 +77,7 @@ class TransactionalCommitter:
         from confluent_kafka import Producer
 
         producer = Producer({**self.config, "transactional.id": txn_id, "enable.idempotence": True})
-        self._kafka("init_transactions", lambda: producer.init_transactions(TIMEOUT))
+        self._kafka("init_transactions", lambda: producer.init_transactions(self.timeout))
         self.producer, self.txn_id = producer, txn_id
         return producer
 
@@ -87,7 +92,7 @@ class TransactionalCommitter:
         try:
             found = self._kafka(
                 "reading the marker",
-                lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], TIMEOUT),
+                lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], self.timeout),
             )
         finally:
             consumer.close()
@@ -119,9 +124,9 @@ class TransactionalCommitter:
             metadata = marker_consumer.consumer_group_metadata()
             self._kafka(
                 "sending the marker",
-                lambda: producer.send_offsets_to_transaction([marker], metadata, TIMEOUT),
+                lambda: producer.send_offsets_to_transaction([marker], metadata, self.timeout),
             )
-            self._kafka("commit_transaction", lambda: producer.commit_transaction(TIMEOUT))
+            self._kafka("commit_transaction", lambda: producer.commit_transaction(self.timeout))
         except BaseException:
             self._abort()
             raise
@@ -132,7 +137,7 @@ class TransactionalCommitter:
     def before_commit(self, context: CommitContext, counter: DeliveryCounter) -> None:
         """Wait until every row of the open transaction is at the broker (it is not
         committed yet: a test kills its driver here)."""
-        counter.flush(TIMEOUT)
+        counter.flush(self.timeout)
 
     def _abort(self) -> None:
         """After a failed step: abort the open transaction; a producer that cannot (fenced,
@@ -142,19 +147,19 @@ class TransactionalCommitter:
             self.producer, self.hung = None, False  # stuck in librdkafka: abort would block
             return
         try:
-            self.producer.abort_transaction(TIMEOUT)
+            self.producer.abort_transaction(self.timeout)
         except Exception:  # KafkaException: nothing open, fenced or fatal
             self.producer = None
 
     def _kafka(self, step: str, call: Callable[[], Any]) -> Any:
         """``call``, again while the broker answers with an error librdkafka marks
-        retriable (a coordinator that moved or is loading), for up to ``TIMEOUT`` s; a
-        step that failed only after ``TIMEOUT + HUNG_GRACE`` s marks the producer hung."""
+        retriable (a coordinator that moved or is loading), for up to ``timeout`` s; a
+        step that failed only after ``timeout + grace`` s marks the producer hung."""
         started = time.monotonic()
         try:
-            return kafka_step(call, f"{self.who}: {step}", self._where())
+            return kafka_step(call, f"{self.who}: {step}", self._where(), self.timeout, self.grace)
         except SinkOutputError:
-            self.hung = time.monotonic() - started >= TIMEOUT + HUNG_GRACE
+            self.hung = time.monotonic() - started >= self.timeout + self.grace
             raise
 
     def _where(self) -> str:

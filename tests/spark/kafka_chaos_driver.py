@@ -85,6 +85,8 @@ class FaultyTransactions(TransactionalCommitter):
     """The driver's committer with faults inside the open transaction: every row of the
     checkpoint at the broker, before the marker and ``commit_transaction``."""
 
+    timeout, grace = 30.0, 10.0  # a step blocked by a killed broker fails after 40 s, not 90
+
     markers = ""
     faults: list[Fault] = []
 
