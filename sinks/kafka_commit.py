@@ -168,6 +168,18 @@ class TransactionalCommitter:
         )
 
 
+COORDINATOR_MOVED = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+"""Error names a consumer call (``committed``) returns without librdkafka's retriable
+flag while the group coordinator moves or loads after a broker restart: tried again."""
+
+
+def is_retriable(kafka_error: Any) -> bool:
+    """Whether a step that failed with ``kafka_error`` may simply be made again."""
+    if getattr(kafka_error, "retriable", lambda: False)():
+        return True
+    return getattr(kafka_error, "name", lambda: "")() in COORDINATOR_MOVED
+
+
 def kafka_step(
     call: Callable[[], Any],
     what: str,
@@ -187,8 +199,7 @@ def kafka_step(
             return within(call, timeout + grace, f"{what} did not return within", where)
         except KafkaException as error:
             kafka_error = error.args[0]
-            retriable = getattr(kafka_error, "retriable", lambda: False)()
-            if not retriable or time.monotonic() + pause > deadline:
+            if not is_retriable(kafka_error) or time.monotonic() + pause > deadline:
                 raise SinkOutputError(f"{what} failed ({where}): {kafka_error}") from error
         time.sleep(pause)
         pause = min(pause * 2, MAX_RETRY_PAUSE)
