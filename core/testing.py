@@ -42,7 +42,6 @@ from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.processing_time import Clock, ManualClock
 from flintlock.core.runtime.task import StreamTask
 from flintlock.core.runtime.task_driver import DrivenInput, TaskDriver
-from flintlock.core.sources.source import CollectionSource, Source, SourceEpoch, SourceOperator
 from flintlock.core.task_info import TaskInfo
 
 CommT = TypeVar("CommT")
@@ -132,6 +131,7 @@ class TaskHarness:
             restore=self.restore,
             state_backend=state_backend,
             epoch_barrier=self._epoch_barrier(),
+            chained_sources=self._chained_sources(),
             ttl_clock=ttl_clock,
             clock=self.clock,
             snapshot_root=snapshot_root,
@@ -324,6 +324,9 @@ class TaskHarness:
     def _epoch_barrier(self) -> CheckpointBarrier | None:
         return None
 
+    def _chained_sources(self) -> dict[int, StreamOperator]:
+        return {}
+
     @staticmethod
     def _as_restore(
         restore_from: TaskSnapshot | TaskRestore | None, aborted: Iterable[int]
@@ -331,69 +334,3 @@ class TaskHarness:
         if restore_from is None or isinstance(restore_from, TaskRestore):
             return restore_from
         return TaskRestore(restore_from.checkpoint_id, [restore_from], sorted(aborted))
-
-
-class OneInputHarness(TaskHarness):
-    """A one-input task: ``OneInputHarness(op1, op2, ...)`` chains the operators."""
-
-    task_type = "one-input"
-
-
-class TwoInputHarness(TaskHarness):
-    """A two-input task: the head takes inputs 1 and 2; feed with ``input_index``."""
-
-    task_type = "two-input"
-
-    def _default_channels(self) -> dict[int, int]:
-        return {1: 1, 2: 1}
-
-
-class MultipleInputHarness(TaskHarness):
-    """A multiple-input task: ``MultipleInputHarness(op, ...)`` whose head takes inputs
-    1..``op.num_inputs`` (one channel each unless ``input_channels`` says otherwise)."""
-
-    task_type = "multiple-input"
-
-    def _default_channels(self) -> dict[int, int]:
-        return dict.fromkeys(range(1, self.operators[0].num_inputs + 1), 1)
-
-
-class SourceHarness(TaskHarness):
-    """A source task: reads its source to the end, MAX_WATERMARK, finish, final checkpoint.
-
-    ``SourceHarness(source, op2, ...)``: the source (a ``Source`` or a ready
-    ``SourceOperator``) heads the chain; ``run()`` runs the whole epoch. An unbounded
-    source reads one epoch: ``source_epoch=SourceEpoch(splits, ends_input)``, with
-    ``final=False`` for an epoch the job outlives (the barrier is not the final one).
-    """
-
-    task_type = "source"
-
-    def __init__(
-        self,
-        source: Source | SourceOperator | list[Row],
-        *operators: StreamOperator,
-        checkpoint_id: int = 1,
-        source_epoch: SourceEpoch | None = None,
-        final: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        if isinstance(source, list):
-            source = CollectionSource(source)
-        head = source if isinstance(source, SourceOperator) else SourceOperator(source)
-        if source_epoch is not None:
-            head.epoch = source_epoch
-        self._checkpoint_id = checkpoint_id
-        self._final = final
-        super().__init__(head, *operators, **kwargs)
-
-    def _default_channels(self) -> dict[int, int]:
-        return {}
-
-    def _epoch_barrier(self) -> CheckpointBarrier:
-        return CheckpointBarrier(self._checkpoint_id, final=self._final)
-
-    def run(self) -> TaskSnapshot:
-        """Run the source task's whole epoch; returns its final snapshot."""
-        self.open()
-        return self._snapshot()

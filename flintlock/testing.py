@@ -11,14 +11,14 @@ from flintlock.core.conformance.suite import (
 )
 from flintlock.core.conformance.target import SCHEMA, OutputPlace, SinkTarget, rows
 from flintlock.core.harness_output import CollectingWriter
-from flintlock.core.hooks.recorder import LifecycleRecorder
-from flintlock.core.testing import (
+from flintlock.core.harnesses import (
     MultipleInputHarness,
     OneInputHarness,
     SourceHarness,
-    TaskHarness,
     TwoInputHarness,
 )
+from flintlock.core.hooks.recorder import LifecycleRecorder
+from flintlock.core.testing import TaskHarness
 
 __all__ = [
     "SCENARIOS",

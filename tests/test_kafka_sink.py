@@ -21,9 +21,9 @@ from kafka_server import KafkaBroker
 from flintlock import StreamExecutionEnvironment
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream import environment
+from flintlock.core.harnesses import OneInputHarness
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
-from flintlock.core.testing import OneInputHarness
 from flintlock.errors import CommittableError, SinkOutputError
 from flintlock.plugin_api import CommitContext, OutputCheckContext
 from flintlock.sinks.kafka import KafkaSink

@@ -24,9 +24,9 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.snapshots import TaskAcknowledgement
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.conformance.target import OutputPlace, SinkTarget, rows
+from flintlock.core.harnesses import OneInputHarness
 from flintlock.core.hooks.manager import build_plugin_manager
 from flintlock.core.hooks.registry import build_registry
-from flintlock.core.testing import OneInputHarness
 
 EpochEnd = Literal["checkpoint", "final", "savepoint", "drain"]
 """How an epoch ends: a checkpoint the job outlives; the input ends (finish, then the

@@ -8,7 +8,7 @@ every operator that was set up must be closed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 from flintlock.core.checkpoint.snapshots import OperatorSnapshot, TaskRestore
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import ChainError, tag_operator
-from flintlock.core.events import Watermark
+from flintlock.core.events import MAX_WATERMARK, Watermark
 from flintlock.core.hooks.runner import HookRunner
 from flintlock.core.runtime.mailbox import MailboxExecutor, TaskMailbox
 from flintlock.core.runtime.operator import (
@@ -26,7 +26,13 @@ from flintlock.core.runtime.operator import (
     StreamOperator,
     TwoInputStreamOperator,
 )
-from flintlock.core.runtime.output import ChainingOutput, Output, RecordWriter, TaskOutput
+from flintlock.core.runtime.output import (
+    ChainingOutput,
+    HeadInputOutput,
+    Output,
+    RecordWriter,
+    TaskOutput,
+)
 from flintlock.core.runtime.processing_time import ProcessingTimeService
 from flintlock.core.runtime.row_output import RowsOutput
 from flintlock.core.state.backend import StateBackend
@@ -38,7 +44,11 @@ if TYPE_CHECKING:
 
 
 class OperatorChain:
-    """The operators of one task, head first; each loop says its order in its name."""
+    """The operators of one task, head first; each loop says its order in its name.
+
+    ``sources`` (input index -> source operator) are sources chained into inputs of a
+    multiple-input head (Flink's FLIP-182): upstream of the head, so they come first in
+    every first-to-last loop and last in every last-to-first one."""
 
     def __init__(
         self,
@@ -48,10 +58,17 @@ class OperatorChain:
         task: TaskInfo,
         processing_time: ProcessingTimeService | None = None,
         mailbox: TaskMailbox | None = None,
+        sources: Mapping[int, StreamOperator] | None = None,
     ) -> None:
         if not operators:
             raise ChainError(f"task '{task.task_name}' has no operators")
-        names = [op.name for op in operators]
+        self.sources = dict(sorted((sources or {}).items()))
+        if self.sources and not isinstance(operators[0], MultipleInputStreamOperator):
+            raise ChainError(
+                f"task '{task.task_name}': sources chain only into a multiple-input head, "
+                f"not into {type(operators[0]).__name__} '{operators[0].name}'"
+            )
+        names = [op.name for op in [*self.sources.values(), *operators]]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ChainError(
@@ -68,7 +85,18 @@ class OperatorChain:
         self.hooks = hooks
         self.task = task
         self.outputs = self._wire_outputs(writer)
-        for op, output in zip(self.operators, self.outputs, strict=True):
+        self.all_operators = [*self.sources.values(), *self.operators]
+        """Chained sources (by input), then head to tail: the operators' topological order."""
+        self.all_outputs: list[Output] = [
+            HeadInputOutput(
+                index,
+                self.process_head,
+                self.process_head_watermark,
+                self.process_head_watermark_status,
+            )
+            for index in self.sources
+        ] + self.outputs
+        for op, output in zip(self.all_operators, self.all_outputs, strict=True):
             output.bind_side_outputs(writer, op.name)
         self.processing_time = processing_time or ProcessingTimeService()
         self.mailbox = mailbox or TaskMailbox()
@@ -92,8 +120,9 @@ class OperatorChain:
 
     def setup_operators(self, storage: CheckpointStorage | None = None) -> None:
         """setup, first to last; an operator counts as set up once its setup was called."""
-        length = len(self.operators)
-        for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
+        length = len(self.all_operators)
+        pairs = zip(self.all_operators, self.all_outputs, strict=True)
+        for position, (op, output) in enumerate(pairs):
             context = OperatorContext(self.task, op.name, position, length, self.hooks, storage)
             context.processing_time = self.processing_time
             context.mailbox = MailboxExecutor(self.mailbox, op.name)
@@ -104,7 +133,7 @@ class OperatorChain:
         self, backend: StateBackend, storage: CheckpointStorage, restore: TaskRestore | None
     ) -> None:
         """Create and restore each operator's state, then its initialize_state; first to last."""
-        for op in self.operators:
+        for op in self.all_operators:
             self._call(
                 op,
                 "initialize_state",
@@ -118,13 +147,14 @@ class OperatorChain:
                 )
 
     def open_operators(self) -> None:
-        """open, LAST to first, so that each operator's downstream is open when it opens."""
-        for op in self.tail_to_head():
+        """open, LAST to first, so that each operator's downstream is open when it opens
+        (chained sources last of all)."""
+        for op in self.all_operators[::-1]:
             self._call(op, "open", op.open)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """notify_checkpoint_complete, tail to head (as Flink's chain does)."""
-        for op in self.tail_to_head():
+        for op in self.all_operators[::-1]:
             self._call(
                 op,
                 "notify_checkpoint_complete",
@@ -134,7 +164,7 @@ class OperatorChain:
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """notify_checkpoint_aborted, tail to head."""
-        for op in self.tail_to_head():
+        for op in self.all_operators[::-1]:
             self._call(
                 op,
                 "notify_checkpoint_aborted",
@@ -175,15 +205,31 @@ class OperatorChain:
         head = self.head
         self._call(head, "end_input", lambda: head.end_input(input_index), input_index=input_index)
 
+    def end_source_input(self, input_index: int) -> None:
+        """A chained source read to its end: MAX_WATERMARK through it into the head's
+        input ``input_index`` (every event-time timer fires), then end_input there."""
+        source = self.sources[input_index]
+        self._call(
+            source,
+            "process_watermark",
+            lambda: source.process_watermark(MAX_WATERMARK, 1),
+            watermark=MAX_WATERMARK,
+            input_index=1,
+        )
+        self.end_head_input(input_index)
+
     def finish_operators(self) -> None:
         """finish, FIRST to last: each operator's due processing-time timers fire (their
         output flows on as usual), then, after the head, end_input(1), its due timers once
         more, the mails waiting (and those they put), and finish. Its processing time is
         quiesced and its mails refused right before finish: timers in the future and those
-        registered in finish never fire, no mail of it runs after; nothing is emitted after it."""
-        for position, (op, output) in enumerate(zip(self.operators, self.outputs, strict=True)):
+        registered in finish never fire, no mail of it runs after; nothing is emitted after it.
+        Chained sources finish first, with no end_input (their input is their reader)."""
+        head_at = len(self.sources)
+        pairs = zip(self.all_operators, self.all_outputs, strict=True)
+        for position, (op, output) in enumerate(pairs):
             timers = getattr(op.context, "timers", None)
-            if position > 0:
+            if position > head_at:
                 self._fire_due_processing_timers(timers)
                 self._call(op, "end_input", partial(op.end_input, 1), input_index=1)
             self._fire_due_processing_timers(timers)
@@ -210,9 +256,9 @@ class OperatorChain:
             op.snapshot_state(checkpoint_id)
             snapshots[op.name] = snapshot_operator_state(op, storage, directory)
 
-        for op in self.tail_to_head():
+        for op in self.all_operators[::-1]:
             self._call(op, "snapshot_state", partial(snapshot, op), checkpoint_id=checkpoint_id)
-        return {op.name: snapshots[op.name] for op in self.operators}
+        return {op.name: snapshots[op.name] for op in self.all_operators}
 
     def close_operators(self) -> list[tuple[str, BaseException]]:
         """close, FIRST to last, every operator whose setup was called, each once; goes on
@@ -228,23 +274,23 @@ class OperatorChain:
 
     def dispose_state(self) -> None:
         """Release state backends of operators that have one."""
-        for op in self.operators:
+        for op in self.all_operators:
             backend = getattr(getattr(op, "context", None), "keyed_backend", None)
             if backend is not None:
                 backend.dispose()
 
     def quiesce_timers(self) -> None:
         """The timer service shutdown: timers stay in state, none fires any more."""
-        for op in self.operators:
+        for op in self.all_operators:
             timers = getattr(getattr(op, "context", None), "timers", None)
             if timers is not None:
                 timers.quiesce()
 
     def position_of(self, name: str) -> str:
         """Describe an operator for errors: class and place in the chain."""
-        for position, op in enumerate(self.operators):
+        for position, op in enumerate(self.all_operators):
             if op.name == name:
-                n = len(self.operators)
+                n = len(self.all_operators)
                 context = OperatorContext(self.task, name, position, n, self.hooks)
                 return f"{type(op).__name__}, {context.describe_position()}"
         return "not in the chain"

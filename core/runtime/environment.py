@@ -33,6 +33,8 @@ class TaskEnvironment:
     input_channels: dict[int, int] = field(default_factory=lambda: {1: 1})
     restore: TaskRestore | None = None
     state_backend: str = "hashmap"
+    chained_sources: dict[int, StreamOperator] = field(default_factory=dict)
+    """Sources read inside a multiple-input task, by the head input they feed (FLIP-182)."""
     epoch_barrier: CheckpointBarrier | None = None
     """For source tasks: the barrier that ends their epoch (final for bounded jobs)."""
     ttl_clock: Callable[[], int] | None = None

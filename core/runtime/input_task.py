@@ -29,9 +29,11 @@ class InputStreamTask(StreamTask):
     def task_init(self) -> None:
         """Open the input gate over the channels of each input."""
         channels = self.environment.input_channels
-        if sorted(channels) != list(range(1, self.num_inputs + 1)):
+        expected = self.exchanged_inputs()
+        if sorted(channels) != expected:
+            reads = f"1..{self.num_inputs}" if len(expected) == self.num_inputs else str(expected)
             raise ChannelError(
-                f"a {self.task_type} task reads inputs 1..{self.num_inputs}, "
+                f"a {self.task_type} task reads inputs {reads} over channels, "
                 f"was given inputs {sorted(channels)}"
             )
         self.gate = InputGate(channels)
@@ -43,6 +45,10 @@ class InputStreamTask(StreamTask):
             else set()
         )
         """Inputs that ended in an earlier epoch: end_input is called once in a job's life."""
+
+    def exchanged_inputs(self) -> list[int]:
+        """The inputs that arrive over channels (all of them but a chained source's)."""
+        return list(range(1, self.num_inputs + 1))
 
     def run(self) -> None:
         """Dispatch events until every input ended or a barrier ends the epoch."""

@@ -164,3 +164,27 @@ class TaskOutput(Output):
         self.emit = writer.emit_batch  # type: ignore[method-assign]
         self.emit_watermark = writer.emit_watermark  # type: ignore[method-assign]
         self.emit_watermark_status = writer.emit_watermark_status  # type: ignore[method-assign]
+
+
+class HeadInputOutput(Output):
+    """A chained source's output (FLIP-182): batches, watermarks and statuses go into one
+    input of the task's head (``input_index``), as an exchanged input's would."""
+
+    def __init__(
+        self,
+        input_index: int,
+        process: Callable[[pa.RecordBatch, int], None],
+        watermark: Callable[[Watermark, int], None],
+        status: Callable[[bool, int], None],
+    ) -> None:
+        self.input_index = input_index
+        self._process, self._watermark, self._status = process, watermark, status
+
+    def emit(self, batch: pa.RecordBatch) -> None:
+        self._process(batch, self.input_index)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self._watermark(watermark, self.input_index)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self._status(idle, self.input_index)

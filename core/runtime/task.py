@@ -138,6 +138,7 @@ class StreamTask:
             self.info,
             self.processing_time,
             self.mailbox,
+            sources=self.environment.chained_sources,
         )
 
     def setup_operators(self) -> None:
