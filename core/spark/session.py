@@ -78,7 +78,7 @@ def active_or_local_session(
 
     if spark is not None:
         return spark, False
-    active = SparkSession.getActiveSession()
+    active = SparkSession.getActiveSession() or _running_session()
     if active is not None:
         running = active.conf.get("spark.master", None)
         _check_same_master(master, running, "a SparkSession on master {running} is already active")
@@ -109,6 +109,18 @@ def active_or_local_session(
     if configured is None:
         builder = builder.master(master or f"local[{os.cpu_count() or 2}]")
     return builder.getOrCreate(), True
+
+
+def _running_session() -> SparkSession | None:
+    """The session of a SparkContext this process already runs, though not active in this
+    thread (a thread of the caller's, a py4j connection made anew): not flintlock's to
+    stop at the job's end, whoever started it."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if getattr(SparkContext, "_active_spark_context", None) is None:
+        return None
+    return SparkSession.builder.getOrCreate()
 
 
 SPARK_DEFAULT_MASTER = "local[*]"

@@ -60,3 +60,28 @@ def test_a_collect_of_no_rows_keeps_the_streams_schema(spark: Any) -> None:
     )
     assert table.num_rows == 0
     assert table.schema == pa.schema([("v", pa.int64()), ("name", pa.string())])
+
+
+def test_a_job_in_another_thread_runs_on_the_process_spark_and_leaves_it_running(
+    spark: Any,
+) -> None:
+    """A thread of the caller's has no active session of its own (Spark keeps it per
+    JVM thread); its job takes the session the process runs, and does not stop it."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    seen: dict[str, Any] = {}
+
+    def job() -> None:
+        seen["active"] = SparkSession.getActiveSession()
+        env = StreamExecutionEnvironment(parallelism=2)
+        seen["rows"] = env.from_collection([{"v": v} for v in range(10)]).collect().to_pylist()
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    thread.join()
+    assert seen["active"] is None  # what made a job stop the process's Spark at its end
+    assert sorted(row["v"] for row in seen["rows"]) == list(range(10))
+    assert spark.sparkContext._jsc is not None  # not stopped
+    assert spark.range(3).count() == 3
