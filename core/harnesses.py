@@ -3,15 +3,14 @@ chained into it) and source tasks, over ``TaskHarness`` (``core/testing.py``).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from flintlock.core.api.functions import Row
 from flintlock.core.checkpoint.snapshots import TaskSnapshot
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.runtime.operator import StreamOperator
-from flintlock.core.sources.source import CollectionSource, Source, SourceEpoch, SourceOperator
-from flintlock.core.testing import TaskHarness
+from flintlock.core.sources.source import Source, SourceEpoch, SourceOperator
+from flintlock.core.testing import TaskHarness, as_source_operator
 
 
 class OneInputHarness(TaskHarness):
@@ -39,23 +38,9 @@ class MultipleInputHarness(TaskHarness):
 
     task_type = "multiple-input"
 
-    def __init__(
-        self,
-        *operators: StreamOperator,
-        chained_sources: Mapping[int, Source | SourceOperator | list[Row]] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._sources = {
-            i: as_source_operator(s, f"input{i}") for i, s in (chained_sources or {}).items()
-        }
-        super().__init__(*operators, **kwargs)
-
-    def _chained_sources(self) -> dict[int, StreamOperator]:
-        return dict(self._sources)
-
     def _default_channels(self) -> dict[int, int]:
         inputs = range(1, self.operators[0].num_inputs + 1)
-        return {i: 1 for i in inputs if i not in self._sources}
+        return {i: 1 for i in inputs if i not in self.chained_sources}
 
 
 class SourceHarness(TaskHarness):
@@ -95,16 +80,3 @@ class SourceHarness(TaskHarness):
         """Run the source task's whole epoch; returns its final snapshot."""
         self.open()
         return self._snapshot()
-
-
-def as_source_operator(
-    source: Source | SourceOperator | list[Row], suffix: str | None = None
-) -> SourceOperator:
-    """A harness's source as the operator that reads it (rows: a ``CollectionSource``),
-    named ``source:<name>`` (``source:<name>:<suffix>`` with a suffix)."""
-    if isinstance(source, SourceOperator):
-        return source
-    if isinstance(source, list):
-        source = CollectionSource(source)
-    name = f"source:{source.name}" + (f":{suffix}" if suffix else "")
-    return SourceOperator(source, name=name)

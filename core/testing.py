@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from flintlock.core.runtime.operator import StreamOperator
 from flintlock.core.runtime.processing_time import Clock, ManualClock
 from flintlock.core.runtime.task import StreamTask
 from flintlock.core.runtime.task_driver import DrivenInput, TaskDriver
+from flintlock.core.sources.source import CollectionSource, Source, SourceOperator
 from flintlock.core.task_info import TaskInfo
 
 CommT = TypeVar("CommT")
@@ -70,7 +71,9 @@ class TaskHarness:
     (``set_processing_time``), unless ``clock`` is given; ``ttl_clock`` (e.g. a ``ManualClock``)
     is the processing time state TTL reads; ``snapshot_root`` (a folder on ``storage``) is
     where snapshots go, as a savepoint's; ``job_name``, ``run_id``, ``job_id`` and
-    ``attempt_id`` say whose subtask it is (a sink names its staging after them)."""
+    ``attempt_id`` say whose subtask it is (a sink names its staging after them);
+    ``chained_sources={i: source}`` reads input ``i`` of a multiple-input head from a
+    source inside the task (a ``Source``, ``SourceOperator`` or rows)."""
 
     task_type = "one-input"
 
@@ -97,9 +100,13 @@ class TaskHarness:
         run_id: str = "local",
         job_id: str = "",
         attempt_id: int = 0,
+        chained_sources: Mapping[int, Source | SourceOperator | list[Row]] | None = None,
     ) -> None:
         if not operators:
             raise ValueError("a harness needs at least one operator")
+        self.chained_sources: dict[int, StreamOperator] = {
+            i: as_source_operator(s, f"input{i}") for i, s in (chained_sources or {}).items()
+        }
         self.operators = list(operators)
         self.restore = self._as_restore(restore_from, aborted_checkpoints)
         self.task_type = task_type or self.task_type
@@ -131,7 +138,7 @@ class TaskHarness:
             restore=self.restore,
             state_backend=state_backend,
             epoch_barrier=self._epoch_barrier(),
-            chained_sources=self._chained_sources(),
+            chained_sources=self.chained_sources,
             ttl_clock=ttl_clock,
             clock=self.clock,
             snapshot_root=snapshot_root,
@@ -324,9 +331,6 @@ class TaskHarness:
     def _epoch_barrier(self) -> CheckpointBarrier | None:
         return None
 
-    def _chained_sources(self) -> dict[int, StreamOperator]:
-        return {}
-
     @staticmethod
     def _as_restore(
         restore_from: TaskSnapshot | TaskRestore | None, aborted: Iterable[int]
@@ -334,3 +338,16 @@ class TaskHarness:
         if restore_from is None or isinstance(restore_from, TaskRestore):
             return restore_from
         return TaskRestore(restore_from.checkpoint_id, [restore_from], sorted(aborted))
+
+
+def as_source_operator(
+    source: Source | SourceOperator | list[Row], suffix: str | None = None
+) -> SourceOperator:
+    """A harness's source as the operator that reads it (rows: a ``CollectionSource``),
+    named ``source:<name>`` (``source:<name>:<suffix>`` with a suffix)."""
+    if isinstance(source, SourceOperator):
+        return source
+    if isinstance(source, list):
+        source = CollectionSource(source)
+    name = f"source:{source.name}" + (f":{suffix}" if suffix else "")
+    return SourceOperator(source, name=name)
