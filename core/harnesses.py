@@ -33,8 +33,8 @@ class MultipleInputHarness(TaskHarness):
     1..``op.num_inputs`` (one channel each unless ``input_channels`` says otherwise).
 
     ``chained_sources={i: source}`` reads input ``i`` from a source inside the task
-    (a ``Source``, a ready ``SourceOperator`` or a list of rows; the first two kinds are
-    named ``source:<name>:input<i>``); the others are fed as exchanged inputs."""
+    (a ready ``SourceOperator``, or a ``Source`` or list of rows, then named
+    ``source:<name>:input<i>``); the others are fed as exchanged inputs."""
 
     task_type = "multiple-input"
 

@@ -57,7 +57,7 @@ backends, and read without them; state knows no graph; the user's contracts no p
 machinery; metrics are read from tasks and acknowledgements, and written to storage."""
 
 OUTSIDE_CORE = ("flintlock.plugins", "flintlock.operators", "flintlock.sinks")
-ANY_ROOM = {"testing", "harness_output"}
+ANY_ROOM = {"testing", "harnesses", "harness_output"}
 """Top-level modules that may import every room: the harnesses drive the whole task."""
 
 
