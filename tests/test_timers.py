@@ -325,3 +325,29 @@ def test_keyed_co_process_timers_of_both_domains() -> None:
         {"key": "b", "at": 3, "by": "processing_time"},
         {"key": "a", "at": 7, "by": "event_time"},
     ]
+
+
+def test_due_processing_timers_are_mails_queued_behind_the_mails_already_waiting(
+    recorder: LifecycleRecorder,
+) -> None:
+    """Flink's timers are mails: a timer that comes due waits for the mails put before."""
+    harness = logged("t", recorder=recorder)
+    harness.process_records([{"key": "a", "at": 5}])
+    log = recorder.by_task[harness.info.key]
+    operator = harness.operators[0]
+    operator.mailbox.execute(lambda: log.append(("mail", "put before")), "before")
+    harness.set_processing_time(10)  # the timer comes due: its mail queues behind
+    harness.process_records([{"key": "b", "at": 20}])
+    harness.set_processing_time(30)
+    calls = recorder.calls(exclude={"state"})
+    assert [c for c in calls if c[0] in ("mail", "on_timer")] == [
+        ("mail", "put before"),
+        ("on_timer", "t", 5, "a"),
+        ("on_timer", "t", 20, "b"),
+    ]
+    assert harness.output_rows() == [
+        {"key": "a", "at": 6},
+        {"key": "a", "at": 1005},
+        {"key": "b", "at": 21},
+        {"key": "b", "at": 1020},
+    ]

@@ -83,10 +83,15 @@ def epoch_has_work(
     lost, or the source would never end."""
     done = finished_subtasks(graph, restores)
     work = False
-    for vertex in graph.vertices.values():
-        head = vertex.transformations[0]
+    sources = [
+        (vertex, t)
+        for vertex in graph.vertices.values()
+        for t in vertex.all_transformations  # a vertex's head, or sources chained in
+        if t.is_source
+    ]
+    for vertex, head in sources:
         uid = uids.get(head.name)
-        if not head.is_source or uid is None or uid not in planned:
+        if uid is None or uid not in planned:
             continue
         splits, ends_all = planned[uid], source_ends[uid]
         for subtask, assignment in enumerate(splits.assignments):

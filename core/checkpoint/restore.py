@@ -104,7 +104,7 @@ def plan_restores(source: RestoreSource, graph: JobGraph) -> dict[tuple[int, int
     finished = restored_finishes(checkpoint, graph)
     restores = {}
     for vertex in graph.vertices.values():
-        mine = {t.name for t in vertex.transformations}
+        mine = {t.name for t in vertex.all_transformations}
         names = {old: new for old, new in source.names.items() if new in mine}
         for subtask in range(vertex.parallelism):
             restore = subtask_restore(

@@ -93,7 +93,7 @@ def checkpoint_details(run: JobRun) -> dict[str, Any]:
     operators = {
         t.name: {"uid": run.uids[t.name], "vertex": v.name, "parallelism": v.parallelism}
         for v in run.graph.vertices.values()
-        for t in v.transformations
+        for t in v.all_transformations
     }
     restore = run.config.restore
     restored_from = None
@@ -139,7 +139,7 @@ def job_sources(
     A streaming DataFrame with other sources is refused: its micro-batches are the
     epochs."""
     parallelism = {
-        t.name: v.parallelism for v in graph.vertices.values() for t in v.transformations
+        t.name: v.parallelism for v in graph.vertices.values() for t in v.all_transformations
     }
     found: dict[str, tuple[UnboundedSource, int]] = {}
     streaming = []

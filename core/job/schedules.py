@@ -153,7 +153,7 @@ class TriggeredEpochs:
         return any(
             vertex.name not in finished and len(done.get(vertex.name, {})) < vertex.parallelism
             for vertex in run.graph.vertices.values()
-            if vertex.transformations[0].name in run.bounded_sources
+            if any(t.name in run.bounded_sources for t in vertex.all_transformations)
         )
 
     def _plan_sources(self, states: dict[str, Any]) -> dict[str, EpochSplits]:

@@ -87,11 +87,22 @@ class JobVertex:
     """(upstream vertex, input index, partitioner), in channel order per input."""
     outputs: list[OutputEdge] = field(default_factory=list)
     layer: int = 0
+    chained_sources: list[tuple[int, Transformation]] = field(default_factory=list)
+    """(input index, source) read inside a multiple-input head's task (FLIP-182)."""
 
     @property
     def name(self) -> str:
-        """The chain's operator names, e.g. ``'source -> map -> sink'``."""
-        return " -> ".join(t.name for t in self.transformations)
+        """The chain's operator names, e.g. ``'source -> map -> sink'``; chained sources
+        in brackets first: ``'[source:a, source:c] -> join3 -> sink'``."""
+        chain = " -> ".join(t.name for t in self.transformations)
+        if not self.chained_sources:
+            return chain
+        return f"[{', '.join(t.name for _, t in self.chained_sources)}] -> {chain}"
+
+    @property
+    def all_transformations(self) -> list[Transformation]:
+        """The chained sources, then the chain: every operator the vertex's tasks run."""
+        return [t for _, t in self.chained_sources] + self.transformations
 
     def build_operators(self) -> list[StreamOperator]:
         """Fresh operator instances for one subtask."""
@@ -144,7 +155,7 @@ class JobGraph:
                 {
                     "id": v.id,
                     "name": v.name,
-                    "operators": [t.name for t in v.transformations],
+                    "operators": [t.name for t in v.all_transformations],
                     "task_type": v.task_type,
                     "parallelism": v.parallelism,
                     "stage": v.layer,
@@ -203,21 +214,31 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
             and len(consumers[upstream.id]) == 1
         )
 
+    chained = _chained_sources(transformations, by_id, consumers)
     vertex_of: dict[int, int] = {}
     vertices: dict[int, JobVertex] = {}
     for t in sorted(transformations, key=lambda t: t.id):
+        if t.id in chained:
+            continue  # read inside its consumer's task
         if chains_to_upstream(t):
             vertex = vertices[vertex_of[t.inputs[0].source_id]]
             vertex.transformations.append(t)
         else:
             vertex = JobVertex(len(vertices), [t], t.parallelism, _task_type(t))
             vertices[vertex.id] = vertex
+            vertex.chained_sources = sorted(
+                (index, by_id[source]) for source, (head, index) in chained.items() if head == t.id
+            )
         vertex_of[t.id] = vertex.id
     for t in transformations:
+        if t.id in chained:
+            continue
         target = vertices[vertex_of[t.id]]
         if target.transformations[0] is not t:
             continue
         for edge in t.inputs:
+            if edge.source_id in chained:
+                continue
             upstream = vertices[vertex_of[edge.source_id]]
             reads = (upstream.id, edge.input_index)
             if any((u, i) == reads for u, i, _ in target.inputs):
@@ -233,6 +254,44 @@ def build_job_graph(transformations: list[Transformation]) -> JobGraph:
     for vertex in sorted(vertices.values(), key=lambda v: v.id):
         vertex.layer = 1 + max((vertices[u].layer for u, _, _ in vertex.inputs), default=-1)
     return JobGraph(vertices)
+
+
+def _chained_sources(
+    transformations: list[Transformation],
+    by_id: dict[int, Transformation],
+    consumers: dict[int, list[Transformation]],
+) -> dict[int, tuple[int, int]]:
+    """Sources chained into a multiple-input head (source id -> (head id, input index)):
+    an input fed by one source alone, forward at equal parallelism, read by nothing else,
+    that reads no Spark DataFrame (its task has no partition of its own). At least one
+    input stays exchanged: it carries the epoch's barrier."""
+    side_read = {e.source_id for t in transformations for e in t.inputs if e.side_output}
+    chained: dict[int, tuple[int, int]] = {}
+    for head in transformations:
+        if head.task_type != "multiple-input":
+            continue
+        edges_of: dict[int, list[InputEdge]] = {}
+        for edge in head.inputs:
+            edges_of.setdefault(edge.input_index, []).append(edge)
+        mine = []
+        for index, edges in sorted(edges_of.items()):
+            source = by_id[edges[0].source_id]
+            if (
+                len(edges) == 1
+                and source.is_source
+                and source.spark_source is None
+                and not source.parallelism_from_partitions
+                and _partitioner(edges[0]).kind == "forward"
+                and edges[0].side_output is None
+                and source.parallelism == head.parallelism
+                and consumers[source.id] == [head]
+                and source.id not in side_read
+            ):
+                mine.append((source.id, index))
+        if len(mine) == len(edges_of):
+            mine.pop()  # the last input stays exchanged
+        chained.update({source: (head.id, index) for source, index in mine})
+    return chained
 
 
 def _without_unchained_followers(transformations: list[Transformation]) -> list[Transformation]:

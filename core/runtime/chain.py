@@ -143,7 +143,10 @@ class OperatorChain:
             timers = op.context.timers
             if timers is not None:
                 timers.bind_processing_time(
-                    self.processing_time, _tagged(op, "on_processing_time"), op.after_timers
+                    self.processing_time,
+                    _tagged(op, "on_processing_time"),
+                    op.after_timers,
+                    op.name,
                 )
 
     def open_operators(self) -> None:

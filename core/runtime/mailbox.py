@@ -8,6 +8,8 @@ snapshot, so what a mail changes is in the checkpoint. Mails never run after ``c
 the mailbox closes then and a mail put later is refused. A mail that raises fails the
 task; the error names the operator and the mail. An operator that waits for its own
 mails (an async operator at capacity, or draining in ``end_input``) calls ``yield_``.
+Due processing-time timers are mails as well (``processing_time.py``), queued behind
+the mails already waiting.
 The check after each event is one truth test of a deque."""
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ class StreamTask:
         self.barrier: CheckpointBarrier | None = None
         self.snapshot: TaskSnapshot | None = None
         self.acknowledgement: TaskAcknowledgement | None = None
-        self.processing_time = ProcessingTimeService(environment.clock)
         self.mailbox = TaskMailbox()
+        self.processing_time = ProcessingTimeService(environment.clock, self.mailbox)
         self.lifecycle_phases: dict[str, list[float]] = {}
         """Phase -> [start, end] in wall-clock seconds, for the run report's Gantt chart."""
         self.idle = IdleClock()

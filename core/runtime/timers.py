@@ -104,13 +104,14 @@ class InternalTimerService:
         service: ProcessingTimeService,
         on_processing_time: OnTimer,
         after_timers: Callable[[], None] | None = None,
+        operator: str = "?",
     ) -> None:
         """Follow the task's clock: fire processing-time timers into ``on_processing_time``,
         then call ``after_timers`` (the operator emits what they produced)."""
         self._processing_time = service
         self._on_processing_time = on_processing_time
         self._after_processing_timers = after_timers
-        service.add(self)
+        service.add(self, operator)
 
     # ---- registration, for the current key ----
 

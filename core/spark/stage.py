@@ -25,7 +25,7 @@ from flintlock.core.exchange.writer import MessageWriter
 from flintlock.core.hooks.manager import plugins_for
 from flintlock.core.hooks.reports import reports_to_driver
 from flintlock.core.plan.execution import EPOCH_PROPERTY, ExecutionPlan
-from flintlock.core.plan.graph import JobVertex
+from flintlock.core.plan.graph import JobVertex, Transformation
 from flintlock.core.runtime.environment import TaskEnvironment
 from flintlock.core.runtime.finished_task import run_finished_subtask
 from flintlock.core.runtime.operator import StreamOperator, chain_position
@@ -148,10 +148,17 @@ class StageFunction:
             reader = MessageReader(plan, vertex, subtask, batches, writer)
             events = reader.events()
         manager, registry = plugins_for(plan.plugins)
-        operators = _build_operators(vertex)
-        head = operators[0] if operators else None
-        if isinstance(head, SourceOperator) and head.name in plan.source_epochs:
-            head.epoch = plan.source_epochs[head.name][subtask]
+        operators = _build_operators(vertex.transformations)
+        chained = dict(
+            zip(
+                (index for index, _ in vertex.chained_sources),
+                _build_operators([t for _, t in vertex.chained_sources]),
+                strict=True,
+            )
+        )
+        for source in [*operators[:1], *chained.values()]:
+            if isinstance(source, SourceOperator) and source.name in plan.source_epochs:
+                source.epoch = plan.source_epochs[source.name][subtask]
         environment = TaskEnvironment(
             info=info,
             operators=operators,
@@ -163,6 +170,7 @@ class StageFunction:
             restore=plan.restores.get((vertex.id, subtask)),
             state_backend=plan.state_backend,
             epoch_barrier=plan.barrier,
+            chained_sources=chained,
             records_in=(lambda: reader.records_in) if reader is not None else None,
             snapshot_root=plan.snapshot_root,
             metrics=plan.metrics,
@@ -171,10 +179,10 @@ class StageFunction:
         return task_type(environment, registry), writer, reader
 
 
-def _build_operators(vertex: JobVertex) -> list[StreamOperator]:
+def _build_operators(transformations: list[Transformation]) -> list[StreamOperator]:
     """Fresh operators for one subtask; a failing factory is named on its error."""
     operators = []
-    for transformation in vertex.transformations:
+    for transformation in transformations:
         try:
             operators.append(transformation.make_operator())
         except Exception as error:
@@ -189,7 +197,7 @@ def _deploy_failure(info: TaskInfo, vertex: JobVertex, error: Exception) -> Life
     operator = getattr(error, "flintlock_operator", None)
     if operator is None:
         return LifecycleError(info, "deploy", error)
-    names = [t.name for t in vertex.transformations]
+    names = [t.name for t in vertex.all_transformations]
     position = f"not built, {chain_position(names.index(operator), len(names))}"
     return LifecycleError(info, "deploy", error, operator, "its factory", position)
 

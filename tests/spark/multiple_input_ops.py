@@ -9,7 +9,8 @@ from flintlock import MultipleInputStreamOperator
 
 
 class TagByInput(MultipleInputStreamOperator):
-    """Tags each row with its input; at finish, one row per input (input -i) with its count."""
+    """Tags each row (its first column, as ``x``) with its input; at finish, one row per
+    input (input -i) with its count."""
 
     def __init__(self, inputs: int = 3) -> None:
         super().__init__(inputs, name="tag")
@@ -18,7 +19,7 @@ class TagByInput(MultipleInputStreamOperator):
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> None:
         self.counts[input_index - 1] += batch.num_rows
         tags = pa.array([input_index] * batch.num_rows, pa.int64())
-        values = pc.cast(batch.column("x"), pa.int64())
+        values = pc.cast(batch.column(0), pa.int64())  # x, or a sequence's id
         self.output.emit(pa.record_batch({"x": values, "input": tags}))
 
     def finish(self) -> None:
