@@ -119,6 +119,11 @@ def test_readme_python_blocks_run(spark: Any) -> None:
     # async I/O: each sku priced once, as plain Python prices it
     priced = sorted((r["sku"], r["cents"]) for r in namespace["prices"].to_pylist())
     assert priced == [(sku, sku * 3 + 99) for sku in range(400)]
+    # the three-way join: orders paid and shipped (even ids, multiples of 3), in plain Python
+    done = sorted(
+        (r["order"], r["item"], r["paid"], r["carrier"]) for r in namespace["complete"].to_pylist()
+    )
+    assert done == [(i, f"sku-{i % 7}", 10 * i, "post") for i in range(60) if i % 6 == 0]
     # when something goes wrong: the key_by is named, with the column it missed
     assert (
         "KeyColumnError: key_by('word'): the rows reaching it have no column 'word'"
