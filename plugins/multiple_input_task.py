@@ -84,6 +84,10 @@ class MultipleInputStreamTask(InputStreamTask):
     def ended_input_indices(self) -> list[int]:
         return sorted(set(super().ended_input_indices()) | self.sources_ended)
 
+    def records_in(self) -> int:
+        """Records from the channels, and those the chained sources read."""
+        return super().records_in() + sum(s.records_read for s in self.sources.values())
+
     def task_cleanup(self) -> None:
         """Close the chained sources' readers, after the operators closed."""
         for source in getattr(self, "sources", {}).values():

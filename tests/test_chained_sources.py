@@ -105,6 +105,11 @@ def test_two_chained_sources_and_an_exchanged_input_in_their_exact_order(
     assert [(r["x"], r["input"]) for r in harness.output_rows()] == [(1, 1), (3, 3), (2, 1), (4, 2)]
     assert sorted(snapshot.operators) == ["after", "left", "right", "three"]
     assert snapshot.ended_inputs == [1, 2, 3]
+    acknowledgement = harness.acknowledgement
+    assert acknowledgement is not None and acknowledgement.records_in == 4  # 2 + 1 + 1
+    metrics = acknowledgement.metrics["operators"]
+    counted = {name: (m["numRecordsIn"], m["numRecordsOut"]) for name, m in metrics.items()}
+    assert counted == {"left": (2, 2), "right": (1, 1), "three": (4, 4), "after": (4, 4)}
 
 
 class CountPerInput(MultipleInputStreamOperator):

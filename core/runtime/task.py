@@ -184,7 +184,7 @@ class StreamTask:
             finished_at=barrier.checkpoint_id if self.input_ended else None,
         )
         self.snapshot = snapshot
-        records_in = env.records_in() if env.records_in is not None else self.source_records()
+        records_in = self.records_in()
         records_out = getattr(env.writer, "records_out", 0) + sum(
             getattr(op, "records_written", 0) for op in self.chain.head_to_tail()
         )
@@ -238,14 +238,28 @@ class StreamTask:
             idle_seconds=self.idle.idle_seconds,
             checkpoint_seconds=now - snapshot_started,
             checkpoint_bytes=sum(state_bytes.values()) + manifest_bytes,
-            operators=operator_metrics(
-                self.chain.head_to_tail(),
-                records_in,
-                chained,
-                getattr(self.environment.writer, "records_out", 0),
-                state_bytes,
-            ),
+            operators={
+                **{  # sources chained into the head: what each read went into the head
+                    source.name: operator_metrics([source], read, [], read, state_bytes)[
+                        source.name
+                    ]
+                    for source in self.chain.sources.values()
+                    for read in [int(getattr(source, "records_read", 0))]
+                },
+                **operator_metrics(
+                    self.chain.head_to_tail(),
+                    records_in,
+                    chained,
+                    getattr(self.environment.writer, "records_out", 0),
+                    state_bytes,
+                ),
+            },
         )
+
+    def records_in(self) -> int:
+        """Records the subtask read: from its input channels, or its source head's reads."""
+        env = self.environment
+        return env.records_in() if env.records_in is not None else self.source_records()
 
     def source_records(self) -> int:
         """Records a source subtask's head read (0 for a head that counts none)."""
