@@ -246,8 +246,8 @@ def test_the_batch_form_makes_one_call_per_batch_and_keeps_its_place() -> None:
 
 
 def test_a_batch_in_flight_at_a_checkpoint_is_called_again_whole() -> None:
-    before = BulkLookup(hold_batches_from=2)
-    first = OneInputHarness(AsyncWaitOperator(before, timeout_ms=5000), Log())
+    before = BulkLookup(hold_batches_from=2)  # held until the checkpoint: no timeout then
+    first = OneInputHarness(AsyncWaitOperator(before, timeout_ms=120_000), Log())
     first.process_batch(ids(0, 1))
     first.process_batch(ids(2, 3, 4))
     while len(before.calls) < 2 or not first.task.mailbox.mails:  # [0, 1] answered
