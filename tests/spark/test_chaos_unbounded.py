@@ -733,7 +733,9 @@ class Chain:
             if ended_first:
                 request.tries.append(text)
                 request.state = "planned"
-            elif (refused or expired or "InjectedFault" in text) and len(request.tries) < 5:
+            elif expired or ((refused or "InjectedFault" in text) and refusals(request) < 5):
+                # a run the plan killed is no failure of the request, however often it
+                # happens (the plan's driver runs are finite); other refusals: 5 tries
                 request.tries.append(text)
                 request.state = "planned"  # sent again after the next epoch
             else:
@@ -1097,3 +1099,12 @@ def test_what_is_left_behind_is_found_on_s3(tmp_path: Path, s3: S3Server, s3_fol
         f"multipart upload of {prefix}/out/chaos-u03/_staging-j3/x",
     ]
     assert job_statuses(plan)["chaos-u02"] == "-"
+
+
+def refusals(request: Request) -> int:
+    """The request's earlier tries that did not end because the plan killed their run."""
+    return sum(
+        1
+        for text in request.tries
+        if "its driver is gone" not in text and "its last driver," not in text
+    )
