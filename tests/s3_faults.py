@@ -166,8 +166,7 @@ class FaultInjectingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _ProxyServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -199,3 +198,11 @@ class FaultInjectingProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    """socketserver's backlog of 5 drops SYNs while a loaded machine accepts slowly (each
+    sent again only after 1, 2, 4, ... s): room for every client's connections instead."""
+
+    daemon_threads = True
+    request_queue_size = 1024

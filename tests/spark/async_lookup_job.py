@@ -28,6 +28,10 @@ class PriceServer(ThreadingHTTPServer):
     """Answers ``GET /price/<id>`` with ``{"id", "cents"}`` after 20 ms; counts requests."""
 
     daemon_threads = True
+    # socketserver listens with a backlog of 5: the 50 calls in flight per subtask overflow
+    # it while a loaded machine accepts slowly, and each dropped SYN is sent again after
+    # 1, 2, 4, 8, 16 s, so a connect could take 31 s, past the lookup's 30 s timeout
+    request_queue_size = 1024
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), PriceHandler)
