@@ -130,26 +130,31 @@ class JobResults:
             ),
         )
 
-    def document(self, result: JobExecutionResult) -> dict[str, Any]:
-        """The part of a result the job result store keeps (tables by their files)."""
+    def document(
+        self, result: JobExecutionResult, collected_paths: dict[str, list[str]] | None = None
+    ) -> dict[str, Any]:
+        """The part of a result the job result store keeps (tables by their files: each
+        collect sink's files of the run's epochs, else of its last commit)."""
+        last = {
+            name: [sink_path]
+            for name, sink in self.sinks.items()
+            if (sink_path := getattr(sink, "result_path", None)) is not None
+        }
         return {
             "records_out": result.records_out,
             "vertex_seconds": result.vertex_seconds,
             "duration_seconds": result.duration_seconds,
             "savepoint_path": result.savepoint_path,
-            "collected": {
-                name: sink_path
-                for name, sink in self.sinks.items()
-                if (sink_path := getattr(sink, "result_path", None)) is not None
-            },
+            "collected": collected_paths if collected_paths is not None else last,
         }
 
     def stored(self, record: JobRecord, started: float) -> JobExecutionResult:
         """The result a FINISHED run stored; collected tables are read back from its files."""
         stored = record.result
         collected = {}
-        for name, path in stored.get("collected", {}).items():
-            collected[name] = self.storage.read_table(path)
+        for name, paths in stored.get("collected", {}).items():
+            tables = [self.storage.read_table(path) for path in _as_list(paths)]
+            collected[name] = pa.concat_tables(tables, promote_options="permissive")
             sink = self.sinks.get(name)
             if sink is not None and hasattr(sink, "result"):
                 sink.result = collected[name]
@@ -166,3 +171,8 @@ class JobResults:
             savepoint_path=stored.get("savepoint_path"),
             metrics=self.run_metrics(record.run_id),
         )
+
+
+def _as_list(paths: str | list[str]) -> list[str]:
+    """A stored result's files: a list, or the one path results kept before."""
+    return [paths] if isinstance(paths, str) else list(paths)

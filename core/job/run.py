@@ -102,6 +102,8 @@ class JobRun:
         self.records_out: dict[str, int] = {}
         self.collected: dict[str, list[pa.Table]] = {}
         """Each collect sink's committed rows, epoch by epoch, for the run's result."""
+        self.collected_paths: dict[str, list[str]] = {}
+        """The files holding them (the result store keeps these)."""
         self.epoch_end_savepoint: EpochEndSavepoint = as_planned
         """How an epoch's snapshots complete: as planned, or as a savepoint asked late."""
         self.request_at_epoch_end: ControlRequest | None = None
@@ -306,6 +308,7 @@ class JobRun:
             table = getattr(sink, "result", None)
             if table is not None:
                 self.collected.setdefault(name, []).append(table)
+                self.collected_paths.setdefault(name, []).append(sink.result_path)
 
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""

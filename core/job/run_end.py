@@ -100,7 +100,9 @@ def ended(
     results = run.results
     result = results.of(checkpoint, started, run.records_out)
     result.savepoint_path = savepoint
-    run.folder.record_finished(run.run_id, checkpoint.checkpoint_id, results.document(result))
+    run.folder.record_finished(
+        run.run_id, checkpoint.checkpoint_id, results.document(result, run.collected_paths)
+    )
     write_status(run, "FINISHED", checkpoint.checkpoint_id, savepoint=savepoint)
     final = savepoint or run.checkpoint_uri(checkpoint.checkpoint_id)
     run.control.answer_remaining(
@@ -116,7 +118,9 @@ def stopped(
     results = run.results
     checkpoint_id = checkpoint.checkpoint_id if checkpoint is not None else 0
     result = results.of(checkpoint, started, run.records_out)
-    run.folder.record_stopped(run.run_id, checkpoint_id, savepoint, results.document(result))
+    run.folder.record_stopped(
+        run.run_id, checkpoint_id, savepoint, results.document(result, run.collected_paths)
+    )
     write_status(run, "STOPPED", checkpoint_id, savepoint=savepoint)
     stopped_at = savepoint or run.checkpoint_uri(checkpoint_id)
     run.control.answer_remaining(run.run_id, savepoint=stopped_at, checkpoint_id=checkpoint_id)
@@ -163,4 +167,8 @@ def _with_run_figures(run: JobRun, result: JobExecutionResult, status: str) -> J
         name: pa.concat_tables(tables, promote_options="permissive")
         for name, tables in run.collected.items()
     }
+    for name, table in result.collected.items():  # a collect handle's table(): the run's rows
+        sink = run.sinks.get(name)
+        if sink is not None and hasattr(sink, "result"):
+            sink.result = table
     return result

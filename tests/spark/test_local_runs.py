@@ -62,6 +62,29 @@ def test_a_collect_of_no_rows_keeps_the_streams_schema(spark: Any) -> None:
     assert table.schema == pa.schema([("v", pa.int64()), ("name", pa.string())])
 
 
+def test_a_collect_handle_of_an_unbounded_job_holds_every_epochs_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``collect_async(...).table()``, ``result.collected`` and the result a later start
+    of the finished job returns all hold the rows of every epoch, not the last one's."""
+
+    def build() -> tuple[StreamExecutionEnvironment, Any]:
+        env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=str(tmp_path))
+        rows = env.from_sequence(rows_per_epoch=25, end=100).collect_async("ids")
+        return env, rows
+
+    env, rows = build()
+    result = env.execute("epochs")
+    assert result.epochs == 4
+    assert sorted(rows.table().column("id").to_pylist()) == list(range(100))
+    assert sorted(result.collected["ids"].column("id").to_pylist()) == list(range(100))
+    again, rows = build()
+    stored = again.execute("epochs")
+    assert stored.already_finished
+    assert sorted(stored.collected["ids"].column("id").to_pylist()) == list(range(100))
+    assert sorted(rows.table().column("id").to_pylist()) == list(range(100))
+
+
 def test_a_job_in_another_thread_runs_on_the_process_spark_and_leaves_it_running(
     spark: Any,
 ) -> None:

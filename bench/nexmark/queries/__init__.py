@@ -1,0 +1,11 @@
+"""The Nexmark queries as flintlock jobs, each with the same query in DuckDB's SQL as its
+independent reference. ``QUERIES`` maps a name ("q0") to its ``Query``."""
+
+from __future__ import annotations
+
+from .base import Query
+from .stateless import STATELESS
+
+QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS]}
+
+__all__ = ["QUERIES", "Query"]
