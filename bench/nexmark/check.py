@@ -44,7 +44,9 @@ def events_table(kind: str, events: int, config: NexmarkConfig) -> pa.Table:
     """Every ``kind`` event among ``[0, events)``, as the sources read them."""
     generator = Generator(config)
     numbers = events_of_kind(0, events, KINDS[kind])
-    chunks = [generator.batch(KINDS[kind], numbers[i : i + 65536]) for i in range(0, len(numbers), 65536)]
+    chunks = [
+        generator.batch(KINDS[kind], numbers[i : i + 65536]) for i in range(0, len(numbers), 65536)
+    ]
     return pa.Table.from_batches(chunks, schema=generator.batch(KINDS[kind], numbers[:0]).schema)
 
 

@@ -235,7 +235,9 @@ class Generator:
     def _auctions(self, events: np.ndarray, d: Draws, times: np.ndarray) -> pa.RecordBatch:
         hot = d.below(1, HOT_SELLER_RATIO) > 0
         seller = np.where(
-            hot, (last_person(events) // HOT_SELLER_RATIO) * HOT_SELLER_RATIO, next_person(events, d, 2)
+            hot,
+            (last_person(events) // HOT_SELLER_RATIO) * HOT_SELLER_RATIO,
+            next_person(events, d, 2),
         )
         initial = prices(d, 3)
         horizon = self._auction_horizon_ms(events, times)

@@ -11,12 +11,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from nexmark import ship_to_workers  # noqa: E402
-from nexmark.check import differences, input_streams, output_of, reference  # noqa: E402
-from nexmark.model import NexmarkConfig  # noqa: E402
-from nexmark.queries import QUERIES  # noqa: E402
+from nexmark import ship_to_workers
+from nexmark.check import differences, input_streams, output_of, reference
+from nexmark.model import NexmarkConfig
+from nexmark.queries import QUERIES
 
-from flintlock import StreamExecutionEnvironment  # noqa: E402
+from flintlock import StreamExecutionEnvironment
 
 EVENTS = 20_000
 NAMES = ["q0"]

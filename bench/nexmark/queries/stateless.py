@@ -3,9 +3,6 @@ pass over the bids, no state."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from flintlock import DataStream
 
 from .base import Query
