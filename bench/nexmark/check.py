@@ -23,11 +23,19 @@ def input_streams(
     events_per_epoch: int | None = None,
     events_per_second: float | None = None,
     config: NexmarkConfig | None = None,
+    paced_by_event_time: bool = False,
 ) -> dict[str, DataStream]:
     """One Nexmark source per kind, over the same events, with event time and watermarks."""
     streams = {}
     for kind in sorted(set(kinds)):
-        source = NexmarkSource(kind, events, events_per_epoch, events_per_second, config)
+        source = NexmarkSource(
+            kind,
+            events,
+            events_per_epoch,
+            events_per_second,
+            config,
+            paced_by_event_time=paced_by_event_time,
+        )
         streams[kind] = env.from_source(source, source.watermarks(), name=kind)
     return streams
 

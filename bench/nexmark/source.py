@@ -40,10 +40,16 @@ class NexmarkSource(UnboundedSource):
         events_per_second: float | None = None,
         config: NexmarkConfig | None = None,
         batch_size: int = 65536,
+        paced_by_event_time: bool = False,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {sorted(KINDS)}, not {kind!r}")
-        if events is None and events_per_epoch is None and events_per_second is None:
+        if (
+            events is None
+            and events_per_epoch is None
+            and events_per_second is None
+            and not paced_by_event_time
+        ):
             raise ValueError("an unbounded Nexmark source needs events_per_epoch or a rate")
         self.kind = kind
         self.name = f"nexmark-{kind}"
@@ -53,6 +59,9 @@ class NexmarkSource(UnboundedSource):
         self.events_per_second = events_per_second
         self.config = config or NexmarkConfig()
         self.batch_size = batch_size
+        self.paced_by_event_time = paced_by_event_time
+        """Each event appears when the wall clock reaches its event time (latency runs:
+        then output time minus an event time is the time since the event existed)."""
 
     def watermarks(self) -> WatermarkStrategy:
         """Event time from ``date_time``, bounded by the config's out-of-orderness."""
@@ -68,6 +77,10 @@ class NexmarkSource(UnboundedSource):
         if self.events_per_second is not None:
             elapsed = max(0, now_ms - int(state["started_ms"]))
             target = min(target, math.floor(elapsed * self.events_per_second / 1000))
+        if self.paced_by_event_time:
+            config = self.config
+            due = (now_ms - config.base_time_ms) * config.event_rate // 1000 + 1
+            target = min(target, max(due - config.out_of_order_group, 0))
         if self.events_per_epoch is not None:
             target = min(target, first + self.events_per_epoch)
         last = int(max(first, target))
