@@ -69,6 +69,11 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
         timed_run(spark, query, form, args.events // 10, 2, CORES, CORES, config)  # warm-up
         figure = timed_run(spark, query, form, args.events, args.epochs, CORES, CORES, config)
         _line(f"flintlock {form}", figure, spark_figure, FLINK_PER_CORE.get(query.name))
+        if spark_figure is not None and spark_figure.output_rows != figure.output_rows:
+            print(
+                f"  NOTE: Spark emitted {spark_figure.output_rows:,} rows, flintlock "
+                f"{figure.output_rows:,}: the two do not compute the same thing"
+            )
     if args.latency_rate:
         latency = latency_run(spark, query, "batch", args.latency_rate, args.latency_seconds, CORES)
         print(
