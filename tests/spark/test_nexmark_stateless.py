@@ -19,14 +19,16 @@ from nexmark.queries import QUERIES
 from flintlock import StreamExecutionEnvironment
 
 EVENTS = 20_000
-NAMES = ["q0"]
+NAMES = ["q0", "q1", "q2", "q14"]
+BASE_TIME_MS = 1_767_293_999_000
+"""2026-01-01T18:59:59Z: the bids span 18 h (q14's day time) and 19 h (its other time)."""
 
 
 @pytest.fixture(scope="module")
 def outputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every query of this module in both forms, in one job of 4 epochs."""
     ship_to_workers()
-    config = NexmarkConfig(seed=7, out_of_order_group=20)
+    config = NexmarkConfig(seed=7, out_of_order_group=20, base_time_ms=BASE_TIME_MS)
     env = StreamExecutionEnvironment(
         parallelism=2, spark=spark, checkpoint_dir=str(tmp_path_factory.mktemp("chk"))
     )

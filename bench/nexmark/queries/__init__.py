@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from .base import Query
 from .stateless import STATELESS
+from .topn import TOPN
+from .windows import WINDOWS
 
-QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS]}
+QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS, *WINDOWS, *TOPN]}
 
 __all__ = ["QUERIES", "Query"]
