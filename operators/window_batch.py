@@ -106,7 +106,8 @@ def aggregate_shape(assigner: Any) -> tuple[int, int, int]:
             )
         return assigner.size, assigner.slide, assigner.offset
     raise ValueError(
-        f"aggregate_columns: windows must be tumbling or sliding, not {assigner.describe()}"
+        f"aggregate_columns: windows must be tumbling, sliding or event-time sessions, "
+        f"not {assigner.describe()}"
     )
 
 
@@ -123,7 +124,7 @@ class ColumnWindowOperator(OneInputStreamOperator):
         timestamp_column: str,
     ) -> None:
         super().__init__(name)
-        self.size, self.slide, self.offset = aggregate_shape(assigner)
+        self.size, self.slide, self.offset = self.window_shape(assigner)
         if not key_selector.columns:
             raise ValueError("aggregate_columns needs a key of columns, not a key function")
         self.key_selector = key_selector
@@ -131,6 +132,10 @@ class ColumnWindowOperator(OneInputStreamOperator):
         self.timestamp_column = timestamp_column
         self.aggregates = dict(aggregates)
         self._partials = partial_specs(self.aggregates)  # (input column, partial function)
+
+    def window_shape(self, assigner: Any) -> tuple[int, int, int]:
+        """(size, slide, offset) of the windows this operator takes (ValueError if none)."""
+        return aggregate_shape(assigner)
 
     def _window_pairs(self, batch: pa.RecordBatch, what: str) -> tuple[np.ndarray, np.ndarray]:
         """(row index, window start) of every window of every row of ``batch``."""
@@ -146,6 +151,9 @@ class ColumnWindowOperator(OneInputStreamOperator):
 
 class BatchWindowAggregateOperator(ColumnWindowOperator):
     """Aggregates columns per key and event-time window with Arrow, batch by batch."""
+
+    WINDOW_COLUMNS: tuple[str, ...] = (START,)
+    """The columns that name an open window in its state (besides key and partials)."""
 
     def __init__(
         self,
@@ -255,7 +263,7 @@ class BatchWindowAggregateOperator(ColumnWindowOperator):
     def _emit(self, fired: pa.Table) -> None:
         columns = {name: fired.column(name) for name in self.key_names}
         columns[START] = fired.column(START)
-        columns[END] = pc.add(fired.column(START), self.size)
+        columns[END] = self._window_ends(fired)
         for output, (column, function) in self.aggregates.items():
             if function == "mean":
                 total = fired.column(f"{column}_sum").cast(pa.float64())
@@ -264,6 +272,10 @@ class BatchWindowAggregateOperator(ColumnWindowOperator):
                 columns[output] = fired.column(f"{column}_{function}")
         for batch in pa.table(columns).to_batches():
             self.output.emit(batch)
+
+    def _window_ends(self, fired: pa.Table) -> pa.ChunkedArray:
+        """Each fired window's end (exclusive)."""
+        return pc.add(fired.column(START), self.size)
 
     # ---- state ----
 
@@ -317,7 +329,7 @@ class BatchWindowAggregateOperator(ColumnWindowOperator):
             changes[1:] |= values[1:] != values[:-1]
         firsts = np.flatnonzero(changes)
         offsets = pa.array(np.append(firsts, ordered.num_rows), pa.int32())
-        names = [START, *(f"{column}_{part}" for column, part in self._partials)]
+        names = [*self.WINDOW_COLUMNS, *(f"{column}_{part}" for column, part in self._partials)]
         structs = pa.StructArray.from_arrays(
             [ordered.column(name).combine_chunks() for name in names], names=names
         )

@@ -14,7 +14,11 @@ import pyarrow as pa
 
 from flintlock.core.api.functions import Row
 from flintlock.core.api.side_outputs import OutputTag, check_tag
-from flintlock.core.api.window_assigners import Trigger, WindowAssigner
+from flintlock.core.api.window_assigners import (
+    EventTimeSessionWindows,
+    Trigger,
+    WindowAssigner,
+)
 from flintlock.core.api.window_functions import (
     AggregateContents,
     ListContents,
@@ -129,14 +133,16 @@ class WindowedStream:
         pre_aggregate: bool = True,
     ) -> DataStream:
         """Batch-level: ``{"output": ("column", "count"|"sum"|"min"|"max"|"mean")}`` per key
-        and tumbling or sliding window, computed with Arrow group-bys (no Python per row).
+        and tumbling, sliding or event-time session window, computed with Arrow group-bys
+        (no Python per row).
 
         Emits the key columns, ``window_start``, ``window_end`` and one column per entry
         when the watermark passes the window's end, ordered by window start, then key.
         ``pre_aggregate`` (two-phase, as Flink SQL): each upstream batch becomes partial
         aggregates per (key, window) before the keyed exchange (rows where that would not
         make them fewer), with results equal to the one-phase plan's; it is off with a
-        late-data side output, which needs the late rows themselves."""
+        late-data side output, which needs the late rows themselves, and for sessions,
+        whose merging is decided after the exchange."""
         stream = self.stream
         where = f"aggregate_columns({name or ''}) after {stream._follows()}"
         if self._trigger is not None or self._allowed_lateness:
@@ -154,18 +160,22 @@ class WindowedStream:
                     f"{where}: '{output}' aggregates column '{spec[0]}', which is not in the "
                     f"input; its columns are {schema.names}"
                 )
-        factory = stream.env.operator("window_aggregate")
-        key, column, assigner = stream.key_selector, stream.timestamp_column, self.assigner
+        assigner = self.assigner
+        sessions = isinstance(assigner, EventTimeSessionWindows)
+        kind = "window_sessions" if sessions else "window_aggregate"
+        factory = stream.env.operator(kind)
+        key, column = stream.key_selector, stream.timestamp_column
         try:  # check the window shape and functions now, not on the workers
             factory(assigner, aggregates, key, column)
         except ValueError as error:
             raise GraphError(f"{where}: {error}") from None
         late = self._late_tag
         partial = pre_aggregate and late is None and all(s is None for _, _, s in stream.feed)
+        partial = partial and not sessions  # a session's rows are not known per batch
         if partial:
             stream = pre_aggregated(stream, aggregates, assigner, name or "window_aggregate")
         fired = stream._then(
-            "window_aggregate",
+            kind,
             name,
             lambda n: factory(
                 assigner, aggregates, key, column, name=n, late_tag=late, pre_aggregated=partial

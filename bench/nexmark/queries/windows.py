@@ -256,6 +256,18 @@ Q7 = Query(
 Q11_COLUMNS = ("bidder", "bid_count", "starttime", "endtime")
 
 
+def q11_batch(inputs: dict[str, DataStream]) -> DataStream:
+    sessions = (
+        inputs["bid"]
+        .key_by("bidder")
+        .window(EventTimeSessionWindows.with_gap(SESSION_GAP_MS))
+        .aggregate_columns({"bid_count": ("bidder", "count")}, name="q11-sessions")
+    )
+    return sessions.map_batch(
+        lambda b: _window_rows(b, {"bidder": "bidder", "bid_count": "bid_count"}), name="q11"
+    )
+
+
 def q11_per_record(inputs: dict[str, DataStream]) -> DataStream:
     return (
         inputs["bid"]
@@ -269,7 +281,8 @@ Q11 = Query(
     name="q11",
     title="user sessions",
     inputs=("bid",),
-    batch=q11_per_record,
+    batch=q11_batch,
+    per_record=q11_per_record,
     reference_sql=f"""
         WITH stamped AS (SELECT bidder, epoch_ms(date_time::TIMESTAMP) AS t FROM bid),
         starts AS (
@@ -291,8 +304,6 @@ Q11 = Query(
     """,
     columns=Q11_COLUMNS,
 )
-"""Sessions are per record only: ``aggregate_columns`` has no session windows and a
-KeyedBatchProcessFunction has no timers to close a session when the watermark passes it."""
 
 
 # ---- q12: processing-time windows ----
