@@ -4,8 +4,9 @@ independent reference. ``QUERIES`` maps a name ("q0") to its ``Query``."""
 from __future__ import annotations
 
 from .base import Query
+from .joins import JOINS
 from .stateless import STATELESS
 
-QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS]}
+QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS, *JOINS]}
 
 __all__ = ["QUERIES", "Query"]
