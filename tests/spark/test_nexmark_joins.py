@@ -1,5 +1,5 @@
-"""Nexmark's stateless queries (q0, q1, q2, q14) as flintlock jobs on Spark, batch-level
-and per record, each output equal to DuckDB's answer on the same events."""
+"""Nexmark's joins (q3, q8, q13, q20) as flintlock jobs on Spark, batch-level and per
+record, each output equal to DuckDB's answer on the same events."""
 
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ independent reference. ``QUERIES`` maps a name ("q0") to its ``Query``."""
 from __future__ import annotations
 
 from .base import Query
+from .aggregates import AGGREGATES
 from .joins import JOINS
 from .stateless import STATELESS
 
-QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS, *JOINS]}
+QUERIES: dict[str, Query] = {query.name: query for query in [*STATELESS, *JOINS, *AGGREGATES]}
 
 __all__ = ["QUERIES", "Query"]

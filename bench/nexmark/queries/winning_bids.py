@@ -1,0 +1,152 @@
+"""Each auction's winning bid (q4, q6): the highest price among its bids made between its
+start and its expiry, final once the watermark passes the expiry.
+
+Auctions and bids meet in one keyed two-input operator: bids are merged into the best
+price per auction batch-level (Arrow group-by), and one event-time timer per auction at
+its expiry emits the winner and clears the auction's state, so state holds only auctions
+in flight. A bid that comes before its auction (Nexmark's id lead, or two sources read
+at different speeds) waits in state until the auction arrives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flintlock import DataStream, MultipleInputStreamOperator, ValueStateDescriptor
+
+from ..model import TIMESTAMP
+
+KEY = "auction"
+WINNER_SCHEMA = pa.schema(
+    [
+        ("auction", pa.int64()),
+        ("seller", pa.int64()),
+        ("category", pa.int64()),
+        ("expires", TIMESTAMP),
+        ("final", pa.int64()),
+    ]
+)
+INT64S = pa.list_(pa.int64())
+
+
+def _ms(column: pa.Array) -> np.ndarray:
+    return column.cast(pa.int64()).to_numpy()
+
+
+class WinningBids(MultipleInputStreamOperator):
+    """Input 1: auctions, input 2: bids, both keyed by auction id (``auction``)."""
+
+    key_column = KEY
+
+    def __init__(self) -> None:
+        super().__init__(2, name="winning-bids")
+        self._winners: list[dict[str, Any]] = []
+
+    def open(self) -> None:
+        state = self.context.keyed_state
+        # [start ms, expires ms, seller, category]
+        self.auction = state(ValueStateDescriptor("auction", arrow_type=INT64S))
+        self.best = state(ValueStateDescriptor("best", arrow_type=pa.int64()))
+        # bids waiting for their auction: [time ms, price, time ms, price, ...]
+        self.waiting = state(ValueStateDescriptor("waiting", arrow_type=INT64S))
+
+    def process_input(self, input_index: int, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            (self._auctions if input_index == 1 else self._bids)(batch)
+
+    def _auctions(self, batch: pa.RecordBatch) -> None:
+        ids = batch.column(KEY).to_numpy()
+        start, expires = _ms(batch.column("date_time")), _ms(batch.column("expires"))
+        rows = np.stack(
+            [start, expires, _ms(batch.column("seller")), _ms(batch.column("category"))], 1
+        )
+        self.auction.update_values(ids.tolist(), rows.tolist())
+        timers = self.timer_service()
+        for key, expiry in zip(ids.tolist(), expires.tolist(), strict=True):
+            timers.register_event_time_timer_for(key, expiry)
+        waiting = self.waiting.values(batch.column(KEY))
+        have = np.flatnonzero(waiting.is_valid().to_numpy(zero_copy_only=False))
+        if len(have) == 0:
+            return
+        keys, lists = ids[have], waiting.take(pa.array(have))
+        best = self.best.values(pa.array(keys)).to_pylist()
+        for i, (key, flat) in enumerate(zip(keys.tolist(), lists.to_pylist(), strict=True)):
+            times, prices = np.array(flat[0::2]), np.array(flat[1::2])
+            valid = prices[(times >= start[have[i]]) & (times <= expires[have[i]])]
+            if len(valid):
+                best[i] = max(int(valid.max()), best[i] or 0)
+        self.best.update_values(keys.tolist(), best)
+        self.waiting.update_values(keys.tolist(), [None] * len(keys))
+
+    def _bids(self, batch: pa.RecordBatch) -> None:
+        keys = batch.column(KEY)
+        found = self.auction.values(keys)
+        known = found.is_valid()
+        self._wait(batch.filter(pc.invert(known)))
+        bids, auctions = batch.filter(known), found.filter(known)
+        if bids.num_rows == 0:
+            return
+        bounds = auctions.flatten().to_numpy().reshape(-1, 4)
+        times = _ms(bids.column("date_time"))
+        inside = (times >= bounds[:, 0]) & (times <= bounds[:, 1])
+        bids = bids.filter(pa.array(inside))
+        if bids.num_rows == 0:
+            return
+        most = pa.table(bids).group_by(KEY, use_threads=False).aggregate([("price", "max")])
+        best = self.best.values(most.column(KEY)).to_numpy(zero_copy_only=False)
+        price = most.column("price_max").to_numpy()
+        merged = np.where(np.isnan(best.astype(float)), price, np.fmax(best, price))
+        self.best.update_values(most.column(KEY).to_pylist(), merged.astype(np.int64).tolist())
+
+    def _wait(self, bids: pa.RecordBatch) -> None:
+        """Append bids of auctions not seen yet to their auction's waiting list."""
+        if bids.num_rows == 0:
+            return
+        pairs: dict[int, list[int]] = {}
+        times = _ms(bids.column("date_time")).tolist()
+        for key, time, price in zip(
+            bids.column(KEY).to_pylist(), times, bids.column("price").to_pylist(), strict=True
+        ):
+            pairs.setdefault(key, []).extend((time, price))
+        keys = list(pairs)
+        earlier = self.waiting.values(pa.array(keys, pa.int64())).to_pylist()
+        merged = [(old or []) + pairs[key] for key, old in zip(keys, earlier, strict=True)]
+        self.waiting.update_values(keys, merged)
+
+    def on_event_time(self, timestamp: int, key: Any) -> None:
+        auction, best = self.auction.value(), self.best.value()
+        if auction is not None and best is not None:
+            _, expires, seller, category = auction
+            self._winners.append(
+                {"auction": key, "seller": seller, "category": category}
+                | {"expires": expires, "final": best}
+            )
+        self.auction.clear()
+        self.best.clear()
+        self.waiting.clear()
+
+    def after_timers(self) -> None:
+        if self._winners:
+            rows = sorted(self._winners, key=lambda r: (r["expires"], r["auction"]))
+            self._winners = []
+            table = pa.Table.from_pylist(rows, schema=_MS_SCHEMA).cast(WINNER_SCHEMA)
+            self.output.emit(table.to_batches()[0])
+
+
+_MS_SCHEMA = pa.schema([f.with_type(pa.int64()) for f in WINNER_SCHEMA])
+
+
+def winning_bids(inputs: dict[str, DataStream]) -> DataStream:
+    """The winner of every auction that had a bid in time, as the watermark passes its
+    expiry, in order of expiry within each subtask."""
+    auctions = inputs["auction"].map_batch(
+        lambda b: b.rename_columns([KEY if n == "id" else n for n in b.schema.names]),
+        output_schema=pa.schema(
+            [f.with_name(KEY) if f.name == "id" else f for f in inputs["auction"].schema]
+        ),  # type: ignore[union-attr]
+    )
+    joined = auctions.key_by(KEY).connect_many(inputs["bid"].key_by(KEY))
+    return joined.transform("winning-bids", WinningBids, output_schema=WINNER_SCHEMA)
