@@ -21,7 +21,7 @@ from flintlock import StreamExecutionEnvironment
 EVENTS = 40_000
 EVENT_RATE = 1  # events per second of event time: 40,000 s, about 11 hours
 BASE_TIME_MS = 1_767_204_000_000  # 2025-12-31T18:00:00Z: the bids span two days (q15-q17)
-NAMES = ["q15", "q16", "q17"]
+NAMES = ["q4", "q6", "q15", "q16", "q17"]
 
 
 @pytest.fixture(scope="module")

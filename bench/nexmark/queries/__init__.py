@@ -3,8 +3,8 @@ independent reference. ``QUERIES`` maps a name ("q0") to its ``Query``."""
 
 from __future__ import annotations
 
-from .base import Query
 from .aggregates import AGGREGATES
+from .base import Query
 from .joins import JOINS
 from .stateless import STATELESS
 

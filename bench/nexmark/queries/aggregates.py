@@ -14,9 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock import DataStream, KeyedBatchProcessFunction, KeyedProcessFunction
-from flintlock import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from flintlock import (
+    DataStream,
+    KeyedBatchProcessFunction,
+    KeyedProcessFunction,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
 
+from ..model import BID_SCHEMA
 from .base import Query
 from .winning_bids import INT64S, winning_bids
 
@@ -40,9 +46,13 @@ def _with_day(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch.append_column("day", day).append_column("minute", minute)
 
 
+_BID_WITH_DAY = BID_SCHEMA.append(pa.field("day", pa.string())).append(
+    pa.field("minute", pa.string())
+)
+
+
 def _bids_with_day(bid: DataStream) -> DataStream:
-    schema = bid.schema.append(pa.field("day", pa.string())).append(pa.field("minute", pa.string()))  # type: ignore[union-attr]
-    return bid.map_batch(_with_day, output_schema=schema)
+    return bid.map_batch(_with_day, output_schema=_BID_WITH_DAY)
 
 
 def _merge_lists(
@@ -70,8 +80,8 @@ Q17_SCHEMA = pa.schema(
 _Q17_IDENTITY = [0, 0, 0, 0, np.iinfo(np.int64).max, np.iinfo(np.int64).min, 0]
 
 
-_Q17_AGGREGATES = ("price_count", "r1_sum", "r2_sum", "r3_sum", "price_min", "price_max")
-_Q17_AGGREGATES += ("price_sum",)
+_Q17_FUNCTIONS = ("count", "r1", "r2", "r3", "min", "max", "sum")
+_Q17_AGGREGATES = tuple(f"{c}_sum" if c.startswith("r") else f"price_{c}" for c in _Q17_FUNCTIONS)
 
 
 def _q17_merge(old: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -99,8 +109,7 @@ class AuctionStats(KeyedBatchProcessFunction):
             | {f"r{i}": (ranks == i).astype(np.int64) for i in (1, 2, 3)}
         )
         per_key = table.group_by(["auction", "day"], use_threads=False).aggregate(
-            [("price", "count"), ("r1", "sum"), ("r2", "sum"), ("r3", "sum")]
-            + [("price", "min"), ("price", "max"), ("price", "sum")]
+            [(c, "sum") if c.startswith("r") else ("price", c) for c in _Q17_FUNCTIONS]
         )
         fresh = np.stack([per_key.column(n).to_numpy() for n in _Q17_AGGREGATES], 1).astype(
             np.int64
@@ -358,4 +367,115 @@ Q16 = Query(
     check="last per key",
     key=("channel", "day"),
 )
-AGGREGATES = [Q15, Q16, Q17]
+
+
+# ---- q4: average winning price per category ----
+
+Q4_SCHEMA = pa.schema([("category", pa.int64()), ("final", pa.int64())])
+
+
+class AveragePerCategory(KeyedBatchProcessFunction):
+    """The running average (as Flink's AVG of BIGINT: truncated) of the winning prices of
+    each category: state is [sum, count] per category."""
+
+    output_schema = Q4_SCHEMA
+
+    def open(self) -> None:
+        self.totals = self.runtime_context.get_state(
+            ValueStateDescriptor("totals", arrow_type=INT64S)
+        )
+
+    def process_batch(self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any) -> pa.RecordBatch:
+        per_key = pa.table(batch).group_by("category", use_threads=False)
+        per_key = per_key.aggregate([("final", "sum"), ("final", "count")])
+        fresh = np.stack(
+            [per_key.column("final_sum").to_numpy(), per_key.column("final_count").to_numpy()], 1
+        ).astype(np.int64)
+        categories = per_key.column("category").to_pylist()
+        totals = _merge_lists(self.totals, categories, fresh, [0, 0], np.add)
+        average = pa.array(totals[:, 0] // totals[:, 1])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(categories, pa.int64()), average], schema=Q4_SCHEMA
+        )
+
+
+def q4_batch(inputs: dict[str, DataStream]) -> DataStream:
+    winners = winning_bids(inputs).key_by("category")
+    return winners.process_batch(AveragePerCategory(), name="q4")
+
+
+_WINNERS_SQL = """
+        SELECT A.id, A.seller, A.category, A.expires, max(B.price) AS final
+        FROM auction A JOIN bid B ON A.id = B.auction
+        WHERE B.date_time BETWEEN A.date_time AND A.expires
+        GROUP BY A.id, A.seller, A.category, A.expires"""
+Q4 = Query(
+    name="q4",
+    title="average price for a category",
+    inputs=("auction", "bid"),
+    batch=q4_batch,
+    reference_sql=f"""
+        SELECT category, sum(final) // count(*) AS final
+        FROM ({_WINNERS_SQL}) GROUP BY category""",
+    columns=tuple(Q4_SCHEMA.names),
+    check="last per key",
+    key=("category",),
+)
+
+
+# ---- q6: average selling price by seller, over their last 10 closed auctions ----
+
+Q6_LAST = 10
+Q6_SCHEMA = pa.schema([("seller", pa.int64()), ("auction", pa.int64()), ("avg_price", pa.int64())])
+
+
+class LastClosedAverage(KeyedProcessFunction):
+    """Per seller, as each auction closes (in order of expiry, then id), the average
+    (truncated) winning price of their last ``Q6_LAST`` closed auctions. Winners reach
+    this operator from several subtasks in any order, so each waits for the watermark to
+    pass its expiry: then every winner that closed before it has arrived. State: the
+    waiting winners and the last prices, ``Q6_LAST`` at most, per seller."""
+
+    def open(self) -> None:
+        context = self.runtime_context
+        self.waiting = context.get_state(ValueStateDescriptor("waiting"))
+        self.last = context.get_state(ValueStateDescriptor("last", arrow_type=INT64S))
+
+    def process_element(self, value: Row, ctx: Any, out: Any) -> None:
+        winner = [value["expires_ms"], value["auction"], value["final"]]
+        self.waiting.update([*(self.waiting.value() or []), winner])
+        ctx.timer_service().register_event_time_timer(value["expires_ms"])
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        waiting = sorted(self.waiting.value() or [])
+        due = [w for w in waiting if w[0] <= timestamp]
+        self.waiting.update([w for w in waiting if w[0] > timestamp] or None)
+        last = list(self.last.value() or [])
+        for _, auction, final in due:
+            last = [*last, final][-Q6_LAST:]
+            out.collect(
+                {"seller": ctx.get_current_key(), "auction": auction}
+                | {"avg_price": sum(last) // len(last)}
+            )
+        self.last.update(last)
+
+
+def q6_batch(inputs: dict[str, DataStream]) -> DataStream:
+    winners = winning_bids(inputs).key_by("seller")
+    return winners.process(LastClosedAverage(), name="q6", output_schema=Q6_SCHEMA)
+
+
+Q6 = Query(
+    name="q6",
+    title="average selling price by seller",
+    inputs=("auction", "bid"),
+    batch=q6_batch,
+    reference_sql=f"""
+        SELECT seller, id AS auction, sum(final) OVER last // count(*) OVER last AS avg_price
+        FROM ({_WINNERS_SQL})
+        WINDOW last AS (PARTITION BY seller ORDER BY expires, id
+                        ROWS BETWEEN {Q6_LAST - 1} PRECEDING AND CURRENT ROW)""",
+    columns=tuple(Q6_SCHEMA.names),
+)
+
+AGGREGATES = [Q4, Q6, Q15, Q16, Q17]

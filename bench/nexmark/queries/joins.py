@@ -138,7 +138,9 @@ class FirstPerWindow(KeyedBatchProcessFunction):
             ValueStateDescriptor("last", arrow_type=TIMESTAMP)
         )
 
-    def process_batch(self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any) -> pa.RecordBatch:
+    def process_batch(
+        self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any
+    ) -> pa.RecordBatch | None:
         rows = pa.table(batch).group_by(Q8_SCHEMA.names, use_threads=False).aggregate([])
         rows = rows.select(Q8_SCHEMA.names).sort_by(
             [("id", "ascending"), ("starttime", "ascending")]
@@ -147,7 +149,7 @@ class FirstPerWindow(KeyedBatchProcessFunction):
         new = pc.or_kleene(pc.is_null(last), pc.greater(rows.column("starttime"), last))
         fresh = rows.filter(pc.fill_null(new, True))
         self.last.update_values(fresh.column("id"), fresh.column("starttime"))
-        return fresh.combine_chunks().to_batches()[0] if fresh.num_rows else None  # type: ignore[return-value]
+        return fresh.combine_chunks().to_batches()[0] if fresh.num_rows else None
 
 
 def q8_batch(inputs: dict[str, DataStream]) -> DataStream:

@@ -5,7 +5,9 @@ Auctions and bids meet in one keyed two-input operator: bids are merged into the
 price per auction batch-level (Arrow group-by), and one event-time timer per auction at
 its expiry emits the winner and clears the auction's state, so state holds only auctions
 in flight. A bid that comes before its auction (Nexmark's id lead, or two sources read
-at different speeds) waits in state until the auction arrives."""
+at different speeds) waits in state until the auction arrives, or until event time
+passes the bid (an auction that comes later starts after the bid, which then does not
+count; most such bids are on auctions already closed)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pyarrow.compute as pc
 
 from flintlock import DataStream, MultipleInputStreamOperator, ValueStateDescriptor
 
-from ..model import TIMESTAMP
+from ..model import AUCTION_SCHEMA
 
 KEY = "auction"
 WINNER_SCHEMA = pa.schema(
@@ -25,7 +27,7 @@ WINNER_SCHEMA = pa.schema(
         ("auction", pa.int64()),
         ("seller", pa.int64()),
         ("category", pa.int64()),
-        ("expires", TIMESTAMP),
+        ("expires_ms", pa.int64()),
         ("final", pa.int64()),
     ]
 )
@@ -73,7 +75,7 @@ class WinningBids(MultipleInputStreamOperator):
             return
         keys, lists = ids[have], waiting.take(pa.array(have))
         best = self.best.values(pa.array(keys)).to_pylist()
-        for i, (key, flat) in enumerate(zip(keys.tolist(), lists.to_pylist(), strict=True)):
+        for i, flat in enumerate(lists.to_pylist()):
             times, prices = np.array(flat[0::2]), np.array(flat[1::2])
             valid = prices[(times >= start[have[i]]) & (times <= expires[have[i]])]
             if len(valid):
@@ -107,10 +109,13 @@ class WinningBids(MultipleInputStreamOperator):
             return
         pairs: dict[int, list[int]] = {}
         times = _ms(bids.column("date_time")).tolist()
+        timers = self.timer_service()
         for key, time, price in zip(
             bids.column(KEY).to_pylist(), times, bids.column("price").to_pylist(), strict=True
         ):
             pairs.setdefault(key, []).extend((time, price))
+            # once event time passes the bid, an auction still unseen starts after it
+            timers.register_event_time_timer_for(key, time)
         keys = list(pairs)
         earlier = self.waiting.values(pa.array(keys, pa.int64())).to_pylist()
         merged = [(old or []) + pairs[key] for key, old in zip(keys, earlier, strict=True)]
@@ -118,11 +123,20 @@ class WinningBids(MultipleInputStreamOperator):
 
     def on_event_time(self, timestamp: int, key: Any) -> None:
         auction, best = self.auction.value(), self.best.value()
-        if auction is not None and best is not None:
+        if auction is None:  # bids up to now waited for an auction that cannot count them
+            flat = self.waiting.value() or []
+            later = [
+                v for i in range(0, len(flat), 2) if flat[i] > timestamp for v in flat[i : i + 2]
+            ]
+            self.waiting.update(later or None)
+            return
+        if timestamp < auction[1]:  # a waiting bid's timer; the auction came meanwhile
+            return
+        if best is not None:
             _, expires, seller, category = auction
             self._winners.append(
                 {"auction": key, "seller": seller, "category": category}
-                | {"expires": expires, "final": best}
+                | {"expires_ms": expires, "final": best}
             )
         self.auction.clear()
         self.best.clear()
@@ -130,13 +144,9 @@ class WinningBids(MultipleInputStreamOperator):
 
     def after_timers(self) -> None:
         if self._winners:
-            rows = sorted(self._winners, key=lambda r: (r["expires"], r["auction"]))
+            rows = sorted(self._winners, key=lambda r: (r["expires_ms"], r["auction"]))
             self._winners = []
-            table = pa.Table.from_pylist(rows, schema=_MS_SCHEMA).cast(WINNER_SCHEMA)
-            self.output.emit(table.to_batches()[0])
-
-
-_MS_SCHEMA = pa.schema([f.with_type(pa.int64()) for f in WINNER_SCHEMA])
+            self.output.emit(pa.RecordBatch.from_pylist(rows, schema=WINNER_SCHEMA))
 
 
 def winning_bids(inputs: dict[str, DataStream]) -> DataStream:
@@ -145,8 +155,8 @@ def winning_bids(inputs: dict[str, DataStream]) -> DataStream:
     auctions = inputs["auction"].map_batch(
         lambda b: b.rename_columns([KEY if n == "id" else n for n in b.schema.names]),
         output_schema=pa.schema(
-            [f.with_name(KEY) if f.name == "id" else f for f in inputs["auction"].schema]
-        ),  # type: ignore[union-attr]
+            [f.with_name(KEY) if f.name == "id" else f for f in AUCTION_SCHEMA]
+        ),
     )
     joined = auctions.key_by(KEY).connect_many(inputs["bid"].key_by(KEY))
     return joined.transform("winning-bids", WinningBids, output_schema=WINNER_SCHEMA)
