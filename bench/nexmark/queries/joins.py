@@ -27,8 +27,9 @@ from .regular_join import KEY, RegularJoinPerRecord, regular_join
 Row = dict[str, Any]
 
 
-def _renamed(schema: pa.Schema, names: dict[str, str]) -> pa.Schema:
-    return pa.schema([pa.field(names.get(f.name, f.name), f.type) for f in schema])
+def _schema_of(schema: pa.Schema, columns: dict[str, str]) -> pa.Schema:
+    """The schema of ``_project(batch, columns)`` for a batch of ``schema``."""
+    return pa.schema([schema.field(c).with_name(o) for o, c in columns.items()])
 
 
 def _project(batch: pa.RecordBatch, columns: dict[str, str]) -> pa.RecordBatch:
@@ -57,15 +58,11 @@ def _q3_auctions(auction: DataStream) -> DataStream:
 def q3_batch(inputs: dict[str, DataStream]) -> DataStream:
     sellers = _q3_sellers(inputs["person"]).map_batch(
         lambda b: _project(b, Q3_PERSON),
-        output_schema=pa.schema(
-            [PERSON_SCHEMA.field(c).with_name(o) for o, c in Q3_PERSON.items()]
-        ),
+        output_schema=_schema_of(PERSON_SCHEMA, Q3_PERSON),
     )
     auctions = _q3_auctions(inputs["auction"]).map_batch(
         lambda b: _project(b, Q3_AUCTION),
-        output_schema=pa.schema(
-            [AUCTION_SCHEMA.field(c).with_name(o) for o, c in Q3_AUCTION.items()]
-        ),
+        output_schema=_schema_of(AUCTION_SCHEMA, Q3_AUCTION),
     )
     return regular_join(sellers, auctions, Q3_SCHEMA.names, Q3_SCHEMA)
 
@@ -242,12 +239,17 @@ class SideJoin:
             self._values = _side_values(self.path)
         return self._values
 
+    def _lookup(self, bids: pa.RecordBatch) -> pa.Array:
+        return self.values().take(pa.array(bids.column("auction").to_numpy() % SIDE_KEYS))
+
+    def matches(self, bids: pa.RecordBatch) -> pa.Array:
+        """Which bids have a row in the side table (an inner join drops the others)."""
+        return self._lookup(bids).is_valid()
+
     def batch(self, bids: pa.RecordBatch) -> pa.RecordBatch:
-        keys = pa.array(bids.column("auction").to_numpy() % SIDE_KEYS)
-        value = self.values().take(keys)
-        columns = [bids.column(c) for c in Q13_SCHEMA.names[:-1]] + [value]
-        joined = pa.RecordBatch.from_arrays(columns, schema=Q13_SCHEMA)
-        return joined.filter(value.is_valid())
+        """Bids that ``matches`` kept, with their side value."""
+        columns = [bids.column(c) for c in Q13_SCHEMA.names[:-1]] + [self._lookup(bids)]
+        return pa.RecordBatch.from_arrays(columns, schema=Q13_SCHEMA)
 
     def row(self, bid: Row) -> list[Row]:
         value = self.values()[bid["auction"] % SIDE_KEYS].as_py()
@@ -258,15 +260,8 @@ class SideJoin:
 
 def q13_batch(inputs: dict[str, DataStream]) -> DataStream:
     join = SideJoin(write_side_input())
-    return (
-        inputs["bid"]
-        .filter_batch(
-            lambda b: pc.is_valid(
-                join.values().take(pa.array(b.column("auction").to_numpy() % SIDE_KEYS))
-            )
-        )
-        .map_batch(join.batch, name="q13", output_schema=Q13_SCHEMA)
-    )
+    matched = inputs["bid"].filter_batch(join.matches)
+    return matched.map_batch(join.batch, name="q13", output_schema=Q13_SCHEMA)
 
 
 def q13_per_record(inputs: dict[str, DataStream]) -> DataStream:
@@ -317,10 +312,6 @@ Q20_SCHEMA = pa.schema(
     [BID_SCHEMA.field(c).with_name(o) for o, c in list(Q20_BID.items())[1:]]
     + [AUCTION_SCHEMA.field(c).with_name(o) for o, c in list(Q20_AUCTION.items())[1:]]
 )
-
-
-def _schema_of(schema: pa.Schema, columns: dict[str, str]) -> pa.Schema:
-    return pa.schema([schema.field(c).with_name(o) for o, c in columns.items()])
 
 
 def q20_batch(inputs: dict[str, DataStream]) -> DataStream:
