@@ -16,10 +16,11 @@ from nexmark import ship_to_workers
 from nexmark.check import differences, input_streams, output_of, reference
 from nexmark.model import AUCTION_SCHEMA, BID_SCHEMA, NexmarkConfig
 from nexmark.queries import QUERIES
-from nexmark.queries.winning_bids import WinningBids
+from nexmark.queries.winning_bids import WinningBids, WinningBidsPerRecord
 
 from flintlock import StreamExecutionEnvironment
-from flintlock.testing import MultipleInputHarness
+from flintlock.operators.process import CoProcessOperator
+from flintlock.testing import MultipleInputHarness, TwoInputHarness
 
 AUCTION_IN = pa.schema([f.with_name("auction") if f.name == "id" else f for f in AUCTION_SCHEMA])
 
@@ -79,11 +80,23 @@ def _bids(auction: int, bids: list[tuple[int, int]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=BID_SCHEMA)
 
 
-def test_a_winning_bid_counts_bids_that_came_before_their_auction() -> None:
+def _winning_bids(form: str) -> MultipleInputHarness | TwoInputHarness:
+    if form == "batch":
+        return MultipleInputHarness(WinningBids())
+    operator = CoProcessOperator(
+        WinningBidsPerRecord(),
+        key_columns=("auction", "auction"),
+        timestamp_columns=("date_time", "date_time"),
+    )
+    return TwoInputHarness(operator)
+
+
+@pytest.mark.parametrize("form", ["batch", "per_record"])
+def test_a_winning_bid_counts_bids_that_came_before_their_auction(form: str) -> None:
     """Bids that reach the operator before their auction wait for it (and count if made
     within its run); a winner leaves only once the watermark passes the expiry; bids on an
     auction closed already are dropped once event time passes them."""
-    harness = MultipleInputHarness(WinningBids())
+    harness = _winning_bids(form)
     harness.process_batch(_bids(1, [(1500, 700), (1200, 50), (900, 9999)]), 2)  # 900: too early
     harness.process_batch(_auction(1, 1000, 2000), 1)
     harness.process_batch(_bids(1, [(1800, 300), (2500, 8000)]), 2)  # 2500: too late

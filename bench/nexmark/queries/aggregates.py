@@ -24,7 +24,7 @@ from flintlock import (
 
 from ..model import BID_SCHEMA
 from .base import Query
-from .winning_bids import INT64S, winning_bids
+from .winning_bids import INT64S, winning_bids, winning_bids_per_record
 
 Row = dict[str, Any]
 RANK_LIMITS = (10_000, 1_000_000)
@@ -404,6 +404,24 @@ def q4_batch(inputs: dict[str, DataStream]) -> DataStream:
     return winners.process_batch(AveragePerCategory(), name="q4")
 
 
+class AveragePerCategoryPerRecord(KeyedProcessFunction):
+    """AveragePerCategory a record at a time."""
+
+    def open(self) -> None:
+        self.totals = self.runtime_context.get_state(ValueStateDescriptor("totals"))
+
+    def process_element(self, value: Row, ctx: Any, out: Any) -> None:
+        total, count = self.totals.value() or (0, 0)
+        total, count = total + value["final"], count + 1
+        self.totals.update([total, count])
+        out.collect({"category": value["category"], "final": total // count})
+
+
+def q4_per_record(inputs: dict[str, DataStream]) -> DataStream:
+    winners = winning_bids_per_record(inputs).key_by("category")
+    return winners.process(AveragePerCategoryPerRecord(), name="q4", output_schema=Q4_SCHEMA)
+
+
 _WINNERS_SQL = """
         SELECT A.id, A.seller, A.category, A.expires, max(B.price) AS final
         FROM auction A JOIN bid B ON A.id = B.auction
@@ -414,6 +432,7 @@ Q4 = Query(
     title="average price for a category",
     inputs=("auction", "bid"),
     batch=q4_batch,
+    per_record=q4_per_record,
     reference_sql=f"""
         SELECT category, sum(final) // count(*) AS final
         FROM ({_WINNERS_SQL}) GROUP BY category""",
@@ -470,11 +489,17 @@ def q6_batch(inputs: dict[str, DataStream]) -> DataStream:
     return winners.process(LastClosedAverage(), name="q6", output_schema=Q6_SCHEMA)
 
 
+def q6_per_record(inputs: dict[str, DataStream]) -> DataStream:
+    winners = winning_bids_per_record(inputs).key_by("seller")
+    return winners.process(LastClosedAverage(), name="q6", output_schema=Q6_SCHEMA)
+
+
 Q6 = Query(
     name="q6",
     title="average selling price by seller",
     inputs=("auction", "bid"),
     batch=q6_batch,
+    per_record=q6_per_record,
     reference_sql=f"""
         SELECT seller, id AS auction, sum(final) OVER last // count(*) OVER last AS avg_price
         FROM ({_WINNERS_SQL})

@@ -11,13 +11,20 @@ count; most such bids are on auctions already closed)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flintlock import DataStream, MultipleInputStreamOperator, ValueStateDescriptor
+from flintlock import (
+    CoProcessFunction,
+    DataStream,
+    ListStateDescriptor,
+    MultipleInputStreamOperator,
+    ValueStateDescriptor,
+)
 
 from ..model import AUCTION_SCHEMA
 
@@ -160,3 +167,63 @@ def winning_bids(inputs: dict[str, DataStream]) -> DataStream:
     )
     joined = auctions.key_by(KEY).connect_many(inputs["bid"].key_by(KEY))
     return joined.transform("winning-bids", WinningBids, output_schema=WINNER_SCHEMA)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_MS = timedelta(milliseconds=1)
+
+
+def _millis(stamp: datetime) -> int:
+    return (stamp - _EPOCH) // _MS
+
+
+class WinningBidsPerRecord(CoProcessFunction):
+    """WinningBids a record at a time: input 1 auctions keyed by id, input 2 bids keyed
+    by auction; the same state and timers."""
+
+    def open(self) -> None:
+        context = self.runtime_context
+        self.auction = context.get_state(ValueStateDescriptor("auction"))
+        self.best = context.get_state(ValueStateDescriptor("best"))
+        self.waiting = context.get_list_state(ListStateDescriptor("waiting", arrow_type=INT64S))
+
+    def process_element1(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        start, expires = _millis(value["date_time"]), _millis(value["expires"])
+        self.auction.update([start, expires, value["seller"], value["category"]])
+        ctx.timer_service().register_event_time_timer(expires)
+        for time, price in self.waiting.get():
+            if start <= time <= expires:
+                self.best.update(max(self.best.value() or 0, price))
+        self.waiting.clear()
+
+    def process_element2(self, value: dict[str, Any], ctx: Any, out: Any) -> None:
+        auction, time = self.auction.value(), _millis(value["date_time"])
+        if auction is None:
+            self.waiting.add([time, value["price"]])
+            ctx.timer_service().register_event_time_timer(time)
+        elif auction[0] <= time <= auction[1]:
+            self.best.update(max(self.best.value() or 0, value["price"]))
+
+    def on_timer(self, timestamp: int, ctx: Any, out: Any) -> None:
+        auction, best = self.auction.value(), self.best.value()
+        if auction is None:
+            self.waiting.update([w for w in self.waiting.get() if w[0] > timestamp])
+            return
+        if timestamp < auction[1]:
+            return
+        if best is not None:
+            key = ctx.get_current_key()
+            out.collect(
+                {"auction": key, "seller": auction[2], "category": auction[3]}
+                | {"expires_ms": auction[1], "final": best}
+            )
+        self.auction.clear()
+        self.best.clear()
+
+
+def winning_bids_per_record(inputs: dict[str, DataStream]) -> DataStream:
+    """``winning_bids``, a record at a time."""
+    auctions, bids = inputs["auction"].key_by("id"), inputs["bid"].key_by(KEY)
+    return auctions.connect(bids).process(
+        WinningBidsPerRecord(), name="winning-bids", output_schema=WINNER_SCHEMA
+    )
