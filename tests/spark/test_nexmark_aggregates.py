@@ -1,0 +1,116 @@
+"""Nexmark's aggregations (q4, q6, q15, q16, q17) as flintlock jobs on Spark, batch-level
+and per record, each (last row per key, for updating queries) equal to DuckDB's answer."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from nexmark import ship_to_workers
+from nexmark.check import differences, input_streams, output_of, reference
+from nexmark.model import AUCTION_SCHEMA, BID_SCHEMA, NexmarkConfig
+from nexmark.queries import QUERIES
+from nexmark.queries.winning_bids import WinningBids, WinningBidsPerRecord
+
+from flintlock import StreamExecutionEnvironment
+from flintlock.operators.process import CoProcessOperator
+from flintlock.testing import MultipleInputHarness, TwoInputHarness
+
+AUCTION_IN = pa.schema([f.with_name("auction") if f.name == "id" else f for f in AUCTION_SCHEMA])
+
+EVENTS = 40_000
+EVENT_RATE = 1  # events per second of event time: 40,000 s, about 11 hours
+BASE_TIME_MS = 1_767_204_000_000  # 2025-12-31T18:00:00Z: the bids span two days (q15-q17)
+NAMES = ["q4", "q6", "q15", "q16", "q17"]
+
+
+@pytest.fixture(scope="module")
+def outputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every query of this module in both forms, in one job of 4 epochs."""
+    ship_to_workers()
+    config = NexmarkConfig(
+        seed=7, out_of_order_group=20, event_rate=EVENT_RATE, base_time_ms=BASE_TIME_MS
+    )
+    env = StreamExecutionEnvironment(
+        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path_factory.mktemp("chk"))
+    )
+    kinds = {kind for name in NAMES for kind in QUERIES[name].inputs}
+    streams = input_streams(env, kinds, EVENTS, events_per_epoch=EVENTS // 4, config=config)
+    handles = {}
+    for name in NAMES:
+        query = QUERIES[name]
+        for form in ("batch", "per_record"):
+            if form == "per_record" and query.per_record is None:
+                continue
+            handles[name, form] = output_of(query, form, streams).collect_async(f"{name}-{form}")
+    result = env.execute("nexmark-aggregates")
+    assert result.epochs == 4
+    return {key: handle.table() for key, handle in handles.items()} | {"config": config}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("form", ["batch", "per_record"])
+def test_query_equals_duckdb(outputs: dict[str, Any], name: str, form: str) -> None:
+    query = QUERIES[name]
+    if (name, form) not in outputs:
+        pytest.skip(f"{name} has no {form} form")
+    expected = reference(query, EVENTS, outputs["config"])
+    assert expected.num_rows > 0
+    assert differences(query, outputs[name, form], expected) == []
+
+
+def _auction(auction: int, start: int, expires: int) -> pa.RecordBatch:
+    row = {"auction": auction, "item_name": "x", "description": "x", "initial_bid": 1}
+    row |= {"reserve": 2, "date_time": start, "expires": expires, "seller": 7, "category": 10}
+    return pa.RecordBatch.from_pylist([row | {"extra": ""}], schema=AUCTION_IN)
+
+
+def _bids(auction: int, bids: list[tuple[int, int]]) -> pa.RecordBatch:
+    rows = [
+        {"auction": auction, "bidder": 1, "price": price, "channel": "c", "url": "u"}
+        | {"date_time": time, "extra": ""}
+        for time, price in bids
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=BID_SCHEMA)
+
+
+def _winning_bids(form: str) -> MultipleInputHarness | TwoInputHarness:
+    if form == "batch":
+        return MultipleInputHarness(WinningBids())
+    operator = CoProcessOperator(
+        WinningBidsPerRecord(),
+        key_columns=("auction", "auction"),
+        timestamp_columns=("date_time", "date_time"),
+    )
+    return TwoInputHarness(operator)
+
+
+@pytest.mark.parametrize("form", ["batch", "per_record"])
+def test_a_winning_bid_counts_bids_that_came_before_their_auction(form: str) -> None:
+    """Bids that reach the operator before their auction wait for it (and count if made
+    within its run); a winner leaves only once the watermark passes the expiry; bids on an
+    auction closed already are dropped once event time passes them."""
+    harness = _winning_bids(form)
+    harness.process_batch(_bids(1, [(1500, 700), (1200, 50), (900, 9999)]), 2)  # 900: too early
+    harness.process_batch(_auction(1, 1000, 2000), 1)
+    harness.process_batch(_bids(1, [(1800, 300), (2500, 8000)]), 2)  # 2500: too late
+    for mark in (1999, 2000):
+        harness.process_watermark(mark, 1)
+        harness.process_watermark(mark, 2)
+        if mark == 1999:
+            assert harness.output().num_rows == 0
+    harness.process_batch(_bids(1, [(2600, 5)]), 2)  # the auction is closed: waits, then goes
+    harness.process_watermark(3000, 1)
+    harness.process_watermark(3000, 2)
+    winners = harness.output().to_pylist()
+    assert winners == [
+        {"auction": 1, "seller": 7, "category": 10, "expires_ms": 2000, "final": 700}
+    ]
+    harness.complete()
+    assert harness.output().num_rows == 1
