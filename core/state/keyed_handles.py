@@ -68,6 +68,12 @@ def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
     return array if isinstance(array, list) else python_keys(array)
 
 
+def _values(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
+    """State values as Python: a struct's rows become dicts, as every other path stores
+    and restores them (keys of structs are tuples; values are not keys)."""
+    return array if isinstance(array, list) else array.to_pylist()
+
+
 class _ValueState(ValueState[Any]):
     """Value state without TTL: the per-record hot path (one dict lookup per call)."""
 
@@ -102,7 +108,7 @@ class _ValueState(ValueState[Any]):
     def update_values(
         self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     ) -> None:
-        latest = dict(zip(_python(keys), _python(values), strict=True))
+        latest = dict(zip(_python(keys), _values(values), strict=True))
         cleared = [key for key, value in latest.items() if value is None]
         for key in cleared:
             del latest[key]
@@ -198,7 +204,7 @@ class _TtlValueState(ValueState[Any]):
         self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     ) -> None:
         now = self._backend.ttl_clock()
-        latest = dict(zip(_python(keys), _python(values), strict=True))
+        latest = dict(zip(_python(keys), _values(values), strict=True))
         cleared = [key for key, value in latest.items() if value is None]
         set_many(self._table, {k: (v, now) for k, v in latest.items() if v is not None})
         delete_many(self._table, cleared)
