@@ -74,7 +74,7 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
                 f"  NOTE: Spark emitted {spark_figure.output_rows:,} rows, flintlock "
                 f"{figure.output_rows:,}: the two do not compute the same thing"
             )
-    if args.latency_rate:
+    if args.latency_rate and query.latency_column is not None:
         latency = latency_run(spark, query, "batch", args.latency_rate, args.latency_seconds, CORES)
         print(
             f"  latency at {args.latency_rate:,} events/s, 1 s trigger: p50 "

@@ -134,6 +134,7 @@ def latency_run(
             parallelism=parallelism, spark=spark, checkpoint_dir=folder
         )
         streams = input_streams(env, query.inputs, events, config=config, paced_by_event_time=True)
+        assert query.latency_column is not None, f"{query.name} has no latency column"
         sink = LatencySink(query.latency_column, folder)
         output_of(query, form, streams).sink_to(sink, name="latency")
         env.execute(

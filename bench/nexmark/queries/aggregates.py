@@ -169,6 +169,7 @@ _RANKS_SQL = """count(*) AS total_bids,
                count(*) FILTER (WHERE price >= 1000000) AS rank3_bids"""
 Q17 = Query(
     name="q17",
+    latency_column=None,
     title="auction statistics report",
     inputs=("bid",),
     batch=q17_batch,
@@ -347,6 +348,7 @@ def _stats_sql(keys: str, minute: bool) -> str:
 
 Q15 = Query(
     name="q15",
+    latency_column=None,
     title="bidding statistics report",
     inputs=("bid",),
     batch=q15_batch,
@@ -358,6 +360,7 @@ Q15 = Query(
 )
 Q16 = Query(
     name="q16",
+    latency_column=None,
     title="channel statistics report",
     inputs=("bid",),
     batch=q16_batch,
@@ -429,6 +432,7 @@ _WINNERS_SQL = """
         GROUP BY A.id, A.seller, A.category, A.expires"""
 Q4 = Query(
     name="q4",
+    latency_column=None,
     title="average price for a category",
     inputs=("auction", "bid"),
     batch=q4_batch,
@@ -496,6 +500,7 @@ def q6_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q6 = Query(
     name="q6",
+    latency_column=None,
     title="average selling price by seller",
     inputs=("auction", "bid"),
     batch=q6_batch,

@@ -39,6 +39,7 @@ class Query:
     """How the output is compared: "rows" (as a multiset), "last per key" (an updating
     query: the last row per key, ``key`` columns) or "totals" (column sums per key)."""
     key: tuple[str, ...] = ()
-    latency_column: str = "date_time"
+    latency_column: str | None = "date_time"
     """The output's timestamp column that says when a row could first be computed (an
-    input row's event time, a window's end): latency is measured from it."""
+    input row's event time, a window's end): latency is measured from it. None: the
+    output has no such column (an updating aggregate), and latency is not measured."""

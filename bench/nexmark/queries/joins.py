@@ -82,6 +82,7 @@ def q3_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q3 = Query(
     name="q3",
+    latency_column=None,
     title="local item suggestion",
     inputs=("person", "auction"),
     batch=q3_batch,
@@ -175,6 +176,7 @@ def q8_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q8 = Query(
     name="q8",
+    latency_column=None,
     title="monitor new users",
     inputs=("person", "auction"),
     batch=q8_batch,
@@ -339,6 +341,7 @@ def q20_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q20 = Query(
     name="q20",
+    latency_column="bid_date_time",
     title="expanded bid",
     inputs=("auction", "bid"),
     batch=q20_batch,
