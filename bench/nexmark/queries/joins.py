@@ -4,6 +4,7 @@ q20 (expanded bid): Nexmark's joins."""
 from __future__ import annotations
 
 import csv
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -209,11 +210,14 @@ Q13_SCHEMA = pa.schema(
 
 
 def write_side_input(path: Path = SIDE_INPUT) -> Path:
-    """Write the side table as CSV (key, value): the same file every time."""
-    with path.open("w", newline="") as handle:
+    """Write the side table as CSV (key, value): the same file every time, replaced whole
+    (a job reading it while another job writes it sees the old file or the new one)."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["key", "value"])
         writer.writerows([k, f"side-{k * 37 % 1000}"] for k in range(SIDE_KEYS) if k % 7)
+    os.replace(temporary, path)
     return path
 
 
