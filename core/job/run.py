@@ -306,9 +306,10 @@ class JobRun:
         self.coordinator.retain(self.config.retained_checkpoints)
         for name, sink in self.sinks.items():  # a collect sink holds this epoch's rows
             table = getattr(sink, "result", None)
-            if table is not None:
+            path = getattr(sink, "result_path", None)
+            if table is not None and path is not None:
                 self.collected.setdefault(name, []).append(table)
-                self.collected_paths.setdefault(name, []).append(sink.result_path)
+                self.collected_paths.setdefault(name, []).append(path)
 
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""
