@@ -55,7 +55,7 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
     forms = ["batch"] + (["per_record"] if query.per_record and not args.batch_only else [])
     print(f"\n{query.name} ({query.title})")
     for form in forms:
-        problems = checked_run(spark, query, form, args.check_events, CORES, config)
+        problems = checked_run(spark, query, form, args.check_events, config)
         verdict = "equal to DuckDB" if not problems else "DIFFERENT: " + "; ".join(problems[:3])
         print(f"  check ({form}, {args.check_events:,} events): {verdict}")
     spark_figure = None

@@ -49,6 +49,36 @@ def output_of(query: Query, form: str, streams: dict[str, DataStream]) -> DataSt
     return build({kind: streams[kind] for kind in query.inputs})
 
 
+def run_collected(
+    spark: Any,
+    names: Iterable[str],
+    events: int,
+    config: NexmarkConfig,
+    checkpoint_dir: str,
+    job_name: str = "nexmark",
+    forms: Iterable[str] = ("batch", "per_record"),
+    epochs: int = 4,
+) -> dict[tuple[str, str], pa.Table]:
+    """Every query of ``names`` in each of ``forms`` it has, in ONE job of ``epochs``
+    epochs over shared sources: each output's rows by (query, form)."""
+    from .queries import QUERIES
+
+    env = StreamExecutionEnvironment(parallelism=2, spark=spark, checkpoint_dir=checkpoint_dir)
+    queries = [QUERIES[name] for name in names]
+    kinds = {kind for query in queries for kind in query.inputs}
+    streams = input_streams(env, kinds, events, -(-events // epochs), config=config)
+    handles = {}
+    for query in queries:
+        for form in forms:
+            if form == "batch" or query.per_record is not None:
+                stream = output_of(query, form, streams)
+                handles[query.name, form] = stream.collect_async(f"{query.name}-{form}")
+    result = env.execute(job_name)
+    if result.epochs != epochs:
+        raise AssertionError(f"{job_name} ran {result.epochs} epochs, not {epochs}")
+    return {key: handle.table() for key, handle in handles.items()}
+
+
 def events_table(kind: str, events: int, config: NexmarkConfig) -> pa.Table:
     """Every ``kind`` event among ``[0, events)``, as the sources read them."""
     generator = Generator(config)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from flintlock import EpochTrigger, SinkFunction, StreamExecutionEnvironment
 
-from .check import differences, input_streams, output_of, reference
+from .check import differences, input_streams, output_of, reference, run_collected
 from .model import NexmarkConfig
 from .queries import Query
 
@@ -97,22 +97,16 @@ def timed_run(
 
 
 def checked_run(
-    spark: Any, query: Query, form: str, events: int, parallelism: int, config: NexmarkConfig
+    spark: Any, query: Query, form: str, events: int, config: NexmarkConfig
 ) -> list[str]:
     """The query on ``events`` events in 4 epochs, collected and compared with DuckDB:
     the differences ([] when equal)."""
     with tempfile.TemporaryDirectory(prefix="nexmark-check-") as folder:
-        env = StreamExecutionEnvironment(
-            parallelism=parallelism, spark=spark, checkpoint_dir=folder
-        )
-        streams = input_streams(env, query.inputs, events, -(-events // 4), config=config)
-        rows = output_of(query, form, streams).collect_async("rows")
-        env.execute(f"{query.name}-{form}-check")
-        output = rows.table()
+        outputs = run_collected(spark, [query.name], events, config, folder, "check", [form])
     expected = reference(query, events, config)
     if expected.num_rows == 0:
         return [f"{query.name}: the reference is empty at {events:,} events: nothing checked"]
-    return differences(query, output, expected)
+    return differences(query, outputs[query.name, form], expected)
 
 
 def latency_run(

@@ -12,11 +12,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from nexmark import ship_to_workers
-from nexmark.check import differences, input_streams, output_of, reference
+from nexmark.check import differences, reference, run_collected
 from nexmark.model import NexmarkConfig
 from nexmark.queries import QUERIES
-
-from flintlock import StreamExecutionEnvironment
 
 EVENTS = 40_000
 EVENT_RATE = 1_000
@@ -28,26 +26,15 @@ MIN_ROWS = {"q5": 20, "q7": 4, "q11": 100, "q12": 100, "q19": 1000}
 and sessions at this size)."""
 
 
+CONFIG = NexmarkConfig(seed=7, out_of_order_group=20, event_rate=EVENT_RATE)
+
+
 @pytest.fixture(scope="module")
-def outputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def outputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
     """Every query of this module in both forms, in one job of 4 epochs."""
     ship_to_workers()
-    config = NexmarkConfig(seed=7, out_of_order_group=20, event_rate=EVENT_RATE)
-    env = StreamExecutionEnvironment(
-        parallelism=2, spark=spark, checkpoint_dir=str(tmp_path_factory.mktemp("chk"))
-    )
-    kinds = {kind for name in NAMES for kind in QUERIES[name].inputs}
-    streams = input_streams(env, kinds, EVENTS, events_per_epoch=EVENTS // 4, config=config)
-    handles = {}
-    for name in NAMES:
-        query = QUERIES[name]
-        for form in ("batch", "per_record"):
-            if form == "per_record" and query.per_record is None:
-                continue
-            handles[name, form] = output_of(query, form, streams).collect_async(f"{name}-{form}")
-    result = env.execute("nexmark-windows")
-    assert result.epochs == 4
-    return {key: handle.table() for key, handle in handles.items()} | {"config": config}
+    folder = str(tmp_path_factory.mktemp("chk"))
+    return run_collected(spark, NAMES, EVENTS, CONFIG, folder, "nexmark-windows")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -56,6 +43,6 @@ def test_query_equals_duckdb(outputs: dict[str, Any], name: str, form: str) -> N
     query = QUERIES[name]
     if (name, form) not in outputs:
         pytest.skip(f"{name} has no {form} form")
-    expected = reference(query, EVENTS, outputs["config"])
+    expected = reference(query, EVENTS, CONFIG)
     assert expected.num_rows >= MIN_ROWS[name]
     assert differences(query, outputs[name, form], expected) == []
