@@ -89,6 +89,7 @@ def q2_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q2 = Query(
     name="q2",
+    latency_column=None,
     title="selection",
     inputs=("bid",),
     batch=q2_batch,

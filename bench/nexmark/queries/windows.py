@@ -329,6 +329,7 @@ def q12_batch(inputs: dict[str, DataStream]) -> DataStream:
 
 Q12 = Query(
     name="q12",
+    latency_column="window_end",
     title="processing-time windows",
     inputs=("bid",),
     batch=q12_batch,
