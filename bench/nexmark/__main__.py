@@ -75,7 +75,13 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
                 f"{figure.output_rows:,}: the two do not compute the same thing"
             )
     if args.latency_rate and query.latency_column is not None:
-        latency = latency_run(spark, query, "batch", args.latency_rate, args.latency_seconds, CORES)
+        try:
+            latency = latency_run(
+                spark, query, "batch", args.latency_rate, args.latency_seconds, CORES
+            )
+        except Exception as error:  # one query's failure must not end the whole run
+            print(f"  latency: FAILED: {str(error).splitlines()[0]}")
+            return
         print(
             f"  latency at {args.latency_rate:,} events/s, 1 s trigger: p50 "
             f"{latency['p50_s']:.3f} s, p99 {latency['p99_s']:.3f} s ({latency['rows']:,} rows)"

@@ -158,6 +158,7 @@ def q5_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q5 = Query(
     name="q5",
+    latency_column="endtime",
     title="hot items",
     inputs=("bid",),
     batch=q5_batch,
@@ -235,6 +236,7 @@ def q7_per_record(inputs: dict[str, DataStream]) -> DataStream:
 
 Q7 = Query(
     name="q7",
+    latency_column=None,
     title="highest bid",
     inputs=("bid",),
     batch=q7_batch,
