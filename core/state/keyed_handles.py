@@ -47,11 +47,8 @@ def get_many(table: Any, keys: list[Any]) -> list[Any]:
 
 def set_many(table: Any, entries: dict[Any, Any]) -> None:
     """Store several (key, stored value) entries."""
-    many = getattr(table, "set_many", None)
-    if many is not None:
-        many(entries)
-    else:
-        table.update(entries)
+    store = getattr(table, "set_many", None) or table.update  # a dict has no set_many
+    store(entries)
 
 
 def delete_many(table: Any, keys: Iterable[Any]) -> None:
@@ -69,8 +66,7 @@ def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
 
 
 def _values(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
-    """State values as Python: a struct's rows become dicts, as every other path stores
-    and restores them (keys of structs are tuples; values are not keys)."""
+    """Values as Python: struct rows are dicts, as restored ones are (keys are tuples)."""
     return array if isinstance(array, list) else array.to_pylist()
 
 
