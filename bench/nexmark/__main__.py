@@ -62,7 +62,7 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
         print(f"  check ({form}, {args.check_events:,} events): {verdict}")
     spark_figure = None
     if forms and not args.no_spark and query.name in SPARK_SQL:
-        timed_run(spark, query, "batch", args.events // 10, 2, CORES, CORES, config)  # warm-up
+        spark_run(spark, query.name, query.inputs, args.events // 10, 2, CORES, config)  # warm-up
         spark_figure = spark_run(
             spark, query.name, query.inputs, args.events, args.epochs, CORES, config
         )
@@ -97,7 +97,7 @@ def _line(label: str, figure: Throughput, spark: Throughput | None, flink: int |
         ratios.append(f"{figure.events_per_core_second / spark.events_per_core_second:.2f}x Spark")
     if flink is not None:
         ratios.append(f"{figure.events_per_core_second / flink:.2f}x Flink ({flink / 1000:.0f}k)")
-    checkpoints = [ms for ms in figure.checkpoint_ms[1:]] or figure.checkpoint_ms
+    checkpoints = figure.checkpoint_ms[1:] or figure.checkpoint_ms
     print(
         f"  {label:<28} {figure.events_per_core_second / 1000:8.1f} k events/s/core"
         f"  {', '.join(ratios) or '':<32} epochs {figure.epochs}, checkpoint median "

@@ -8,7 +8,7 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,6 @@ class Throughput:
     checkpoint_ms: list[float]
     checkpoint_bytes: list[int]
     output_rows: int
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def timed_run(

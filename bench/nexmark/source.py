@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -120,8 +120,3 @@ class _EventReader(SourceReader):
 
     def positions(self) -> dict[str, int]:
         return dict(self._read)
-
-
-def describe(source: NexmarkSource) -> dict[str, Any]:
-    """What a run's report says about its input."""
-    return {"kind": source.kind, "events": source.events, "config": vars(source.config)}

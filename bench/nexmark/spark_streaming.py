@@ -5,6 +5,7 @@ where flintlock's includes it (flintlock's figures are the conservative side).""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any
 
@@ -49,6 +50,7 @@ def write_events(
     generator = Generator(config)
     per_epoch = -(-events // epochs)
     for kind in kinds:
+        os.makedirs(f"{folder}/{kind}", exist_ok=True)
         for epoch in range(epochs):
             low, high = epoch * per_epoch, min((epoch + 1) * per_epoch, events)
             batch = generator.batch(KINDS[kind], events_of_kind(low, high, KINDS[kind]))
@@ -72,11 +74,7 @@ def spark_run(
 ) -> Throughput:
     """Query ``name`` in Spark Structured Streaming: one file per kind per trigger, into
     the noop sink, checkpointed each micro-batch; throughput without the first batch."""
-    import os
-
     with tempfile.TemporaryDirectory(prefix="nexmark-spark-") as folder:
-        for kind in inputs:
-            os.makedirs(f"{folder}/{kind}")
         write_events(folder, inputs, events, epochs, config)
         bound = config.max_out_of_orderness_ms
         for kind in inputs:

@@ -32,12 +32,10 @@ class Query:
     """The per-record form (a Python function per row), where the query is naturally one."""
     float_digits: int | None = None
     """Float columns are compared rounded to this many digits (None: exactly)."""
-    exact: bool = True
-    """False where the output depends on wall time (q12): then the reference gives what
-    the output must add up to, which ``check`` says."""
     check: str = "rows"
     """How the output is compared: "rows" (as a multiset), "last per key" (an updating
-    query: the last row per key, ``key`` columns) or "totals" (column sums per key)."""
+    query: the last row per key, ``key`` columns) or "totals" (column sums per key: an
+    output that depends on wall time, as q12's, must add up to the reference)."""
     key: tuple[str, ...] = ()
     latency_column: str | None = "date_time"
     """The output's timestamp column that says when a row could first be computed (an

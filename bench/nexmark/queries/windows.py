@@ -337,7 +337,6 @@ Q12 = Query(
     batch=q12_batch,
     reference_sql="SELECT bidder, count(*) AS bid_count FROM bid GROUP BY bidder",
     columns=("bidder", "bid_count"),
-    exact=False,
     check="totals",
     key=("bidder",),
 )
