@@ -35,7 +35,7 @@ def test_floats_equal_to_the_digits_asked_are_equal() -> None:
 
 
 def test_totals_sum_each_keys_rows() -> None:
-    query = _query(columns=("bidder", "bid_count"), check="totals", key=("bidder",), exact=False)
+    query = _query(columns=("bidder", "bid_count"), check="totals", key=("bidder",))
     windows = pa.table({"bidder": [1, 2, 1, 1], "bid_count": [3, 5, 2, 1]})
     assert differences(query, windows, pa.table({"bidder": [2, 1], "bid_count": [5, 6]})) == []
     wrong = differences(query, windows, pa.table({"bidder": [1, 2], "bid_count": [5, 5]}))
