@@ -20,6 +20,8 @@ CHUNK = 262144
 class HashMapKeyedStateBackend(TableKeyedStateBackend[dict[Any, Any]]):
     """Keyed state as ``{state name: {key: value}}`` on the Python heap."""
 
+    holds_arrow_lists = True  # a dict keeps what it is given: list state may hold Arrow
+
     def new_table(self, name: str) -> dict[Any, Any]:
         return {}
 

@@ -29,6 +29,11 @@ class KeyedStateBackend(ABC):
 
     ttl_clock: Clock = staticmethod(wall_clock_ms)
 
+    holds_arrow_lists = False
+    """True if the backend's tables keep stored objects as they are, so that list state may
+    hold batch-added elements as Arrow slices (``keyed_lists``); False for a backend that
+    serialises what it stores."""
+
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         self.key_groups = key_groups
         self.max_parallelism = max_parallelism

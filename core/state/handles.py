@@ -1,8 +1,9 @@
 """The state objects user code holds: Value, List, Map, Reducing and Aggregating state.
 
 Per-record methods act on the current key (set by the operator for each record). The
-batch-level methods of ValueState (``values``, ``update_values``) act on every key of an
-Arrow array at once, for functions that work per batch (``KeyedBatchProcessFunction``).
+batch-level methods of ValueState (``values``, ``update_values``) and of keyed ListState
+(``values``, ``add_values``, ``clear_values``) act on every key of an Arrow array at once,
+for functions that work per batch (``KeyedBatchProcessFunction``, batch operators).
 """
 
 from __future__ import annotations
@@ -71,6 +72,22 @@ class ListState(ABC, Generic[T]):
     @abstractmethod
     def clear(self) -> None:
         """Remove every value."""
+
+    def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.ListArray:
+        """Each key's list (empty where there is none), one list per row of ``keys``."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
+
+    def add_values(
+        self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
+    ) -> None:
+        """Append ``values[i]`` to the list of ``keys[i]``; a key's rows keep their order.
+        Nothing already in a list is read or rewritten (declare the descriptor's
+        ``arrow_type`` and the ``hashmap`` backend keeps the rows as Arrow)."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
+
+    def clear_values(self, keys: pa.Array | pa.ChunkedArray) -> None:
+        """Remove the list of every key in ``keys``."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
 
 
 class MapState(ABC, Generic[K, T]):

@@ -3,9 +3,9 @@
 A *table* maps a key to its stored value; a dict is one (``hashmap``), and the ``sqlite``
 backend's tables offer the same few methods (``get``, ``__setitem__``, ``pop``, and for
 batches ``get_many`` / ``set_many`` / ``delete_many``). Stored values: the value (value,
-reducing, aggregating), a list (list) or a dict (map); with TTL each value, list element
-or map entry is a ``(value, last_access_ms)`` pair. Mutable stored values are always
-written back, so a table may hand out copies.
+reducing, aggregating), a list (list; or Arrow slices, ``keyed_lists``) or a dict (map);
+with TTL each value, list element or map entry is a ``(value, last_access_ms)`` pair.
+Mutable stored values are always written back, so a table may hand out copies.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from flintlock.core.state.descriptors import (
 )
 from flintlock.core.state.handles import (
     AggregatingState,
-    ListState,
     MapState,
     ReducingState,
     ValueState,
 )
+from flintlock.core.state.keyed_lists import KeyedListState
 from flintlock.core.state.type_check import type_check
 from flintlock.core.state.value_closures import map_closures, update_closure, value_closure
 
@@ -206,78 +206,6 @@ class _TtlValueState(ValueState[Any]):
         delete_many(self._table, cleared)
 
 
-class _ListState(ListState[Any]):
-    """Keyed list state; with TTL each element expires on its own. Elements are never
-    None (as in Flink, where a null element is refused)."""
-
-    def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
-        self._backend, self._table = backend, table
-        self._name = descriptor.name
-        self._type_check = type_check(descriptor.arrow_type, f"list state '{descriptor.name}'")
-        config = descriptor.ttl_config
-        self._ttl = config.ttl_ms if config is not None else None
-        self._refresh = config is not None and config.refresh_on_read
-
-    def _live(self, key: Any) -> list[Any]:
-        """The stored elements of ``key``, expired ones removed (and written back)."""
-        stored = self._table.get(key)
-        if stored is None or self._ttl is None:
-            return stored or []
-        now = self._backend.ttl_clock()
-        live = [pair for pair in stored if pair[1] + self._ttl > now]
-        if self._refresh:
-            live = [(value, now) for value, _ in live]
-        if live != stored:
-            self._store(key, live)
-        return live
-
-    def _store(self, key: Any, stored: list[Any]) -> None:
-        if stored:
-            self._table[key] = stored
-        else:
-            self._table.pop(key, None)
-
-    def get(self) -> list[Any]:
-        live = self._live(self._backend.current_key)
-        return [value for value, _ in live] if self._ttl is not None else list(live)
-
-    def _check(self, values: list[Any]) -> list[Any]:
-        if any(value is None for value in values):
-            raise ValueError(f"list state '{self._name}' takes no None elements")
-        if self._type_check is not None:
-            for value in values:
-                self._type_check(value)
-        return values
-
-    def add(self, value: Any) -> None:
-        self._check([value])
-        key = self._backend.current_key
-        live = self._live(key)
-        live.append((value, self._backend.ttl_clock()) if self._ttl is not None else value)
-        self._table[key] = live
-
-    def add_all(self, values: Iterable[Any]) -> None:
-        values = self._check(list(values))
-        key = self._backend.current_key
-        live = self._live(key)
-        if self._ttl is not None:
-            now = self._backend.ttl_clock()
-            live.extend((value, now) for value in values)
-        else:
-            live.extend(values)
-        self._store(key, live)
-
-    def update(self, values: Iterable[Any]) -> None:
-        values = self._check(list(values))
-        if self._ttl is not None:
-            now = self._backend.ttl_clock()
-            values = [(value, now) for value in values]
-        self._store(self._backend.current_key, values)
-
-    def clear(self) -> None:
-        self._table.pop(self._backend.current_key, None)
-
-
 class _MapState(MapState[Any, Any]):
     """Keyed map state; with TTL each entry expires on its own."""
 
@@ -396,5 +324,5 @@ def make_handle(backend: KeyedStateBackend, table: Any, descriptor: AnyDescripto
     if descriptor.kind == "map":
         return _MapState(backend, table, descriptor)
     if descriptor.kind == "list":
-        return _ListState(backend, table, descriptor)
+        return KeyedListState(backend, table, descriptor)
     raise ValueError(f"state '{descriptor.name}' has an unknown kind {descriptor.kind!r}")

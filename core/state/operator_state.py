@@ -22,19 +22,19 @@ from flintlock.core.state.handles import K, ListState, T
 
 class _OperatorListState(ListState[T]):
     def __init__(self) -> None:
-        self.values: list[T] = []
+        self.elements: list[T] = []
 
     def get(self) -> list[T]:
-        return list(self.values)
+        return list(self.elements)
 
     def add(self, value: T) -> None:
-        self.values.append(value)
+        self.elements.append(value)
 
     def update(self, values: Iterable[T]) -> None:
-        self.values = list(values)
+        self.elements = list(values)
 
     def clear(self) -> None:
-        self.values = []
+        self.elements = []
 
 
 class BroadcastState(Generic[K, T]):
@@ -152,7 +152,7 @@ class OperatorStateStore:
         state: _OperatorListState[T] = _OperatorListState()
         restored = self._restored.pop(descriptor.name, None)
         if restored is not None:
-            state.values = self._redistribute(mode, sorted(restored, key=lambda r: r[0]))
+            state.elements = self._redistribute(mode, sorted(restored, key=lambda r: r[0]))
         self._states[descriptor.name] = (descriptor, mode, state)
         return state
 
@@ -172,7 +172,7 @@ class OperatorStateStore:
         """One Arrow file per state, with a single ``value`` column."""
         files = []
         for name, (descriptor, mode, state) in self._states.items():
-            column = to_arrow(state.values, descriptor.arrow_type, f"operator state '{name}'")
+            column = to_arrow(state.elements, descriptor.arrow_type, f"operator state '{name}'")
             path = f"{directory}/operator-{safe_name(name)}.arrow"
             storage.write_table(path, pa.table({"value": column}))
             files.append(StateFile(name, "list", path, mode))

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.state.arrow_codec import keys_from_arrow, keys_to_arrow, to_arrow
+from flintlock.core.state.keyed_lists import arrow_elements, list_column
 
 TTL_COLUMN = "ttl_timestamp"
 
@@ -88,7 +89,9 @@ def encode(
         values = stored
     if kind == "list" and value_type is not None:
         value_type = pa.list_(value_type)
-    if ttl_ms is None:
+    if ttl_ms is None and kind == "list":
+        columns["value"] = list_column(values, value_type, what)
+    elif ttl_ms is None:
         columns["value"] = to_arrow(values, value_type, what)
     elif kind == "list":
         columns["value"] = to_arrow([[v for v, _ in s] for s in values], value_type, what)
@@ -126,12 +129,14 @@ class RestoredEntries:
         return len(self.keys)
 
 
-def decode(kind: str, table: pa.Table) -> RestoredEntries:
+def decode(kind: str, table: pa.Table, arrow_lists: bool = False) -> RestoredEntries:
     """The keys of a state file's rows with their stored values (a map state's rows are
-    gathered into one dict per key)."""
+    gathered into one dict per key; with ``arrow_lists`` a list state's lists stay Arrow)."""
     has_ttl = TTL_COLUMN in table.column_names
     groups = table.column("key_group").to_pylist()
     keys = keys_from_arrow(table.column("key"))
+    if arrow_lists and kind == "list" and not has_ttl:
+        return RestoredEntries(groups, keys, arrow_elements(table.column("value")))
     values = table.column("value").to_pylist()
     stamps = table.column(TTL_COLUMN).to_pylist() if has_ttl else None
     if kind == "map":

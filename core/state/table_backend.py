@@ -138,7 +138,8 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
                         f"{known[0]} state in another file of the same checkpoint"
                     )
                 if data.num_rows:
-                    self.load(file.name, self._table(file.name), decode(file.kind, data))
+                    entries = decode(file.kind, data, self.holds_arrow_lists)
+                    self.load(file.name, self._table(file.name), entries)
 
     def _table(self, name: str) -> TableT:
         table = self._tables.get(name)
