@@ -38,14 +38,14 @@ class RegularJoin(MultipleInputStreamOperator):
         super().__init__(2, name="regular-join")
         self.unique_schema, self.other_schema = unique, other
         self.output_columns = output_columns
+        self.waiting_type = pa.struct(other.remove(other.get_field_index(KEY)))
 
     def open(self) -> None:
         keyed = self.context.keyed_state
         self.unique = keyed(
             ValueStateDescriptor("unique", arrow_type=pa.struct(self.unique_schema))
         )
-        waiting = pa.list_(pa.struct(self.other_schema))
-        self.waiting = keyed(ValueStateDescriptor("waiting", arrow_type=waiting))
+        self.waiting = keyed(ListStateDescriptor("waiting", arrow_type=self.waiting_type))
 
     def process_input(self, input_index: int, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -56,11 +56,12 @@ class RegularJoin(MultipleInputStreamOperator):
             # which then cannot mix with the dicts a restored snapshot holds
             self.unique.update_values(keys, batch.to_pylist())
             waiting = self.waiting.values(keys)
-            found = waiting.filter(waiting.is_valid())
-            if len(found):
-                earlier = pa.Table.from_batches([_flat(found.flatten(), self.other_schema)])
-                self._emit(pa.Table.from_batches([batch]), earlier)
-                self.waiting.update_values(keys, pa.nulls(len(keys), waiting.type))
+            counts = pc.list_value_length(waiting)
+            if pc.sum(counts).as_py():
+                earlier = pa.RecordBatch.from_struct_array(waiting.flatten())
+                rows = np.repeat(np.arange(len(keys)), counts.to_numpy(zero_copy_only=False))
+                self._emit(batch.take(pa.array(rows)), earlier)
+                self.waiting.clear_values(keys)
             return
         found = self.unique.values(keys)
         matched = found.is_valid()
@@ -73,31 +74,18 @@ class RegularJoin(MultipleInputStreamOperator):
             self.output.emit(pa.RecordBatch.from_arrays(chosen, self.output_columns))
         self._wait(batch.filter(pc.invert(matched)))
 
-    def _emit(self, unique: pa.Table, other: pa.Table) -> None:
-        joined = unique.join(other, KEY, join_type="inner", use_threads=False)
-        self.output.emit(joined.select(self.output_columns).combine_chunks().to_batches()[0])
+    def _emit(self, unique: pa.RecordBatch, other: pa.RecordBatch) -> None:
+        """Row i of ``unique`` joined with row i of ``other``."""
+        columns = {name: unique.column(name) for name in unique.schema.names}
+        columns |= {name: other.column(name) for name in other.schema.names}
+        chosen = [columns[name] for name in self.output_columns]
+        self.output.emit(pa.RecordBatch.from_arrays(chosen, self.output_columns))
 
     def _wait(self, rows: pa.RecordBatch) -> None:
-        """Append ``rows`` to their keys' waiting lists."""
-        if rows.num_rows == 0:
-            return
-        keys = pc.unique(rows.column(KEY))
-        earlier = self.waiting.values(keys)
-        earlier = earlier.filter(earlier.is_valid()).flatten()
-        both = pa.concat_tables(
-            [pa.Table.from_batches([_flat(earlier, self.other_schema)]), pa.table(rows)]
-        ).combine_chunks()
-        both = both.take(pc.sort_indices(both.column(KEY))).combine_chunks()
-        grouped = pc.value_counts(both.column(KEY))
-        offsets = np.concatenate([[0], np.cumsum(grouped.field("counts").to_numpy())])
-        lists = pa.ListArray.from_arrays(
-            pa.array(offsets, pa.int32()),
-            pa.StructArray.from_arrays(
-                [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in both.columns],
-                both.schema.names,
-            ),
-        )
-        self.waiting.update_values(grouped.field("values"), lists)
+        """Append ``rows`` (but their key) to their keys' waiting lists."""
+        if rows.num_rows:
+            waiting = rows.drop_columns([KEY]).to_struct_array()
+            self.waiting.add_values(rows.column(KEY), waiting.cast(self.waiting_type))
 
 
 def _flat(rows: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
