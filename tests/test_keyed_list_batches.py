@@ -207,7 +207,7 @@ def test_hashmap_restores_lists_as_arrow_and_snapshots_them_again(tmp_path: Path
     storage = CheckpointStorage(pafs.LocalFileSystem(), str(tmp_path))
     backend, state = keyed_list()
     state.add_values(pa.array([1, 2, 1, 3]), rows((1, "x"), (2, "y"), (3, "z"), (4, "w")))
-    files = backend.snapshot(storage, "chk-1")
+    files = backend.snapshot(storage, str(tmp_path / "chk-1"))
     restored, again = keyed_list()
     restored.restore(storage, files)
     table = restored._tables["rows"]
@@ -222,5 +222,5 @@ def test_hashmap_restores_lists_as_arrow_and_snapshots_them_again(tmp_path: Path
     ]
     assert again.values(pa.array([1, 2, 3])).to_pylist() == expected
     third, last = keyed_list()
-    third.restore(storage, restored.snapshot(storage, "chk-2"))
+    third.restore(storage, restored.snapshot(storage, str(tmp_path / "chk-2")))
     assert last.values(pa.array([1, 2, 3])).to_pylist() == expected
