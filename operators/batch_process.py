@@ -26,8 +26,9 @@ from flintlock.plugin_api import UdfOperatorMixin, conform_batch, key_groups_of,
 class KeyedBatchProcessOperator(
     UdfOperatorMixin[KeyedBatchProcessFunction], OneInputStreamOperator
 ):
-    """Calls ``process_batch(batch, keys, ctx)`` once per batch and emits what it returns;
-    ``output_schema`` (or the function's) is enforced on every output batch."""
+    """Calls ``process_batch(batch, keys, ctx)`` once per batch and ``on_timers`` once per
+    watermark that fired timers, and emits what they return; ``output_schema`` (or the
+    function's) is enforced on every output batch."""
 
     def __init__(
         self,
@@ -49,7 +50,19 @@ class KeyedBatchProcessOperator(
 
     def open(self) -> None:
         self._ctx = KeyedBatchContext(self)
+        self._fired: list[tuple[int, Any]] = []
         super().open()
+
+    def on_event_time(self, timestamp: int, key: Any) -> None:
+        self._fired.append((timestamp, key))  # handed over together in after_timers
+
+    def after_timers(self) -> None:
+        if not self._fired:
+            return
+        fired, self._fired = self._fired, []
+        stamps = pa.array([stamp for stamp, _ in fired], pa.int64())
+        keys = keys_to_arrow([key for _, key in fired], "timer keys")
+        self._emit(self.function.on_timers(stamps, keys, self._ctx))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -58,7 +71,9 @@ class KeyedBatchProcessOperator(
         if keys is None:
             keys = keys_to_arrow(self.key_selector.keys(batch), "keys")
         self._check_key_groups(keys)
-        out = self.function.process_batch(batch, keys, self._ctx)
+        self._emit(self.function.process_batch(batch, keys, self._ctx))
+
+    def _emit(self, out: pa.RecordBatch | None) -> None:
         if out is None:
             return
         if self.output_schema is not None:
