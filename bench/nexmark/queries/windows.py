@@ -13,17 +13,21 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flintlock import (
     AggregateFunction,
     DataStream,
     EventTimeSessionWindows,
+    KeyedBatchProcessFunction,
+    ListStateDescriptor,
     ProcessWindowFunction,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
     WatermarkStrategy,
 )
 
+from ..model import BID_SCHEMA
 from .base import Query
 
 Row = dict[str, Any]
@@ -199,20 +203,40 @@ def _with_window_end(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def q7_batch(inputs: dict[str, DataStream]) -> DataStream:
     bids = inputs["bid"].map_batch(_with_window_end, name="q7-window")
-    highest = (
-        bids.key_by("endtime")
-        .window(TumblingEventTimeWindows.of(HIGHEST_WINDOW_MS))
-        .aggregate_columns(
-            {"highest": ("price", "max"), "date_time": ("date_time", "max")}, name="q7-highest"
-        )
-    )
-    return (
-        bids.join(highest)
-        .where(["endtime", "price"])
-        .equal_to(["endtime", "highest"])
-        .window(TumblingEventTimeWindows.of(HIGHEST_WINDOW_MS))
-        .apply(lambda bid, _: {c: bid[c] for c in Q7_COLUMNS}, name="q7")
-    )
+    return bids.key_by("endtime").process_batch(HighestBidsPerWindow(), name="q7")
+
+
+class HighestBidsPerWindow(KeyedBatchProcessFunction):
+    """Keyed by window end: each window's bids wait in list state (appended a batch at a
+    time), and when the watermark passes the window's last millisecond its bids at the
+    highest price are emitted (ties kept). A bid whose window has fired is late: dropped,
+    as a window drops it."""
+
+    output_schema = pa.schema([BID_SCHEMA.field(c) for c in Q7_COLUMNS])
+
+    def open(self) -> None:
+        held = ListStateDescriptor("bids", arrow_type=pa.struct(list(self.output_schema)))
+        self.bids = self.runtime_context.get_list_state(held)
+
+    def process_batch(self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any) -> None:
+        on_time = pc.greater(pc.subtract(keys, 1), ctx.current_watermark())
+        if not pc.all(on_time).as_py():
+            batch, keys = batch.filter(on_time), keys.filter(on_time)
+        rows = pa.StructArray.from_arrays([batch.column(c) for c in Q7_COLUMNS], Q7_COLUMNS)
+        self.bids.add_values(keys, rows)
+        ends = pc.unique(keys)
+        ctx.register_event_time_timers(ends, pc.subtract(ends, 1))
+
+    def on_timers(self, timestamps: pa.Array, keys: pa.Array, ctx: Any) -> pa.RecordBatch:
+        held = self.bids.values(keys)
+        self.bids.clear_values(keys)
+        bids = pa.RecordBatch.from_struct_array(held.flatten())
+        prices = bids.column("price").to_numpy()
+        offsets = held.offsets.to_numpy()
+        starts = offsets[:-1] - offsets[0]  # every fired window holds a bid
+        highest = np.maximum.reduceat(prices, starts)
+        lengths = pc.list_value_length(held).to_numpy()
+        return bids.filter(pa.array(prices == np.repeat(highest, lengths)))
 
 
 class HighestBids(ProcessWindowFunction):
