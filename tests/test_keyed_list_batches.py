@@ -224,3 +224,14 @@ def test_hashmap_restores_lists_as_arrow_and_snapshots_them_again(tmp_path: Path
     third, last = keyed_list()
     third.restore(storage, restored.snapshot(storage, str(tmp_path / "chk-2")))
     assert last.values(pa.array([1, 2, 3])).to_pylist() == expected
+
+
+def test_composite_and_null_keys_group_as_per_record_keys_do() -> None:
+    backend, state = keyed_list()
+    keys = pa.array([{"0": 1, "1": "x"}, {"0": 1, "1": "y"}, {"0": 1, "1": "x"}])
+    state.add_values(keys, rows((1, "a"), (2, "b"), (3, "c")))
+    backend.set_current_key((1, "x"))
+    assert state.get() == [{"a": 1, "b": "a"}, {"a": 3, "b": "c"}]
+    nulls = pa.array([None, 5, None], pa.int64())
+    state.add_values(nulls, rows((4, "d"), (5, "e"), (6, "f")))
+    assert backend._tables["rows"][None].to_pylist() == [{"a": 4, "b": "d"}, {"a": 6, "b": "f"}]

@@ -52,7 +52,7 @@ def key_runs(keys: pa.Array | pa.ChunkedArray) -> tuple[list[Any], np.ndarray, p
     sorted order, and that order (a stable sort: a key's rows keep their order)."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    if pa.types.is_struct(keys.type):  # composite keys: Arrow cannot sort a struct
+    if pa.types.is_struct(keys.type) or keys.null_count:  # Arrow cannot sort a struct
         first: dict[Any, list[int]] = {}
         for row, key in enumerate(python_keys(keys)):
             first.setdefault(key, []).append(row)
