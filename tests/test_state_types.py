@@ -436,3 +436,10 @@ def test_sqlite_write_back_cache_stays_consistent_when_it_overflows(
         keyed.set_current_key(key)
         got.append(state.value())
     assert got == [1, 10, 20, 33, 40, 50, 60, 70, 80, -1]
+
+
+def test_a_default_given_as_third_positional_argument_is_refused() -> None:
+    """The third field of a descriptor is its kind: ``ValueStateDescriptor("t", type, 0)``
+    made a value state of kind 0 whose default was None, silently."""
+    with pytest.raises(ValueError, match="takes its other arguments by name"):
+        ValueStateDescriptor("total", pa.int64(), 0)  # type: ignore[arg-type]

@@ -53,6 +53,12 @@ class StateDescriptor(Generic[HandleT]):
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ValueError(f"state name {self.name!r} must be non-empty without '/'")
+        kind = type(self).__dataclass_fields__["kind"].default
+        if self.kind != kind:  # a third positional argument lands in ``kind``
+            raise ValueError(
+                f"state '{self.name}': {type(self).__name__} takes its other arguments by "
+                f"name (default=, ttl_config=), not {self.kind!r} as a third argument"
+            )
         if self.arrow_type is not None and not isinstance(self.arrow_type, pa.DataType):
             raise ValueError(
                 f"state '{self.name}': arrow_type must be a pyarrow.DataType, not "
