@@ -235,3 +235,14 @@ def test_composite_and_null_keys_group_as_per_record_keys_do() -> None:
     nulls = pa.array([None, 5, None], pa.int64())
     state.add_values(nulls, rows((4, "d"), (5, "e"), (6, "f")))
     assert backend._tables["rows"][None].to_pylist() == [{"a": 4, "b": "d"}, {"a": 6, "b": "f"}]
+
+
+def test_keys_may_be_a_python_list_as_for_value_state() -> None:
+    _, state = keyed_list()
+    state.add_values([(1, "x"), (2, "y"), (1, "x")], rows((1, "a"), (2, "b"), (3, "c")))
+    assert state.values([(1, "x"), (3, "z")]).to_pylist() == [
+        [{"a": 1, "b": "a"}, {"a": 3, "b": "c"}],
+        [],
+    ]
+    state.clear_values([(1, "x")])
+    assert state.values([(1, "x"), (2, "y")]).to_pylist() == [[], [{"a": 2, "b": "b"}]]

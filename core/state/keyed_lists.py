@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flintlock.core.api.keys import python_keys
-from flintlock.core.state.arrow_codec import to_arrow
+from flintlock.core.state.arrow_codec import keys_to_arrow, to_arrow
 from flintlock.core.state.descriptors import AnyDescriptor
 from flintlock.core.state.handles import ListState
 from flintlock.core.state.type_check import type_check
@@ -115,9 +115,14 @@ def arrow_elements(column: pa.Array | pa.ChunkedArray) -> list[ArrowElements]:
     return held
 
 
+def _python(keys: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
+    return keys if isinstance(keys, list) else python_keys(keys)
+
+
 class KeyedListState(ListState[Any]):
     """Keyed list state; with TTL each element expires on its own. Elements are never
-    None (as in Flink, where a null element is refused)."""
+    None (as in Flink, where a null element is refused). The batch methods also take
+    keys as a Python list (tuples for composite keys), as ValueState's do."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         self._backend, self._table = backend, table
@@ -202,6 +207,8 @@ class KeyedListState(ListState[Any]):
             raise ValueError(
                 f"list state '{self._name}': {len(keys)} keys but {len(values)} values"
             )
+        if isinstance(keys, list):
+            keys = keys_to_arrow(keys, f"keys of list state '{self._name}'")
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         if values.null_count:
@@ -237,7 +244,7 @@ class KeyedListState(ListState[Any]):
             ) from error
 
     def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.ListArray:
-        stored = [self._elements(key) for key in python_keys(keys)]
+        stored = [self._elements(key) for key in _python(keys)]
         list_type = pa.list_(self._arrow_type) if self._arrow_type is not None else None
         column = list_column(stored, list_type, f"list state '{self._name}'")
         assert isinstance(column, pa.ListArray)
@@ -253,5 +260,5 @@ class KeyedListState(ListState[Any]):
 
     def clear_values(self, keys: pa.Array | pa.ChunkedArray) -> None:
         pop = self._table.pop
-        for key in dict.fromkeys(python_keys(keys)):
+        for key in dict.fromkeys(_python(keys)):
             pop(key, None)

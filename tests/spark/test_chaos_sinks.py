@@ -87,14 +87,8 @@ UNREPORTED_KINDS = COMMIT_KINDS | {"kill_in_commit", "kill_after_commit"}
 """Faults that keep their epoch from being reported to ``progress`` (its commit is redone
 when the job starts again), where a ``kill_between_epochs`` fault fires: never at its epoch."""
 MIN_FAULTS = 20
-COMMIT_SIDE = [
-    ("sink", "commit"),
-    ("sink", "after_commit"),
-    ("sink", "post_commit"),
-    ("sink", "kill_in_commit"),
-    ("sink", "kill_after_commit"),
-    ("driver", "kill_between_epochs"),
-]
+COMMIT_SIDE = [f for f in REQUIRED if f[1] in UNREPORTED_KINDS | {"kill_between_epochs"}]
+"""The faults around a commit (and the kill between epochs that a restart commits after)."""
 LIGHT_TARGETS = {"postgres-subtask"}
 """Another mode of a sink that has a whole plan of its own ('postgres'): what differs is
 its commit, so it gets the commit-side faults only, over fewer epochs (CI time)."""
