@@ -18,6 +18,7 @@ from flintlock import (
     DataStream,
     KeyedBatchProcessFunction,
     KeyedProcessFunction,
+    ListStateDescriptor,
     MapStateDescriptor,
     ValueStateDescriptor,
 )
@@ -220,7 +221,8 @@ class BidStats(KeyedBatchProcessFunction):
         get = self.runtime_context.get_state
         self.counts = get(ValueStateDescriptor("counts", arrow_type=INT64S))
         self.latest = get(ValueStateDescriptor("minute", arrow_type=pa.string()))
-        self.seen = {n: get(ValueStateDescriptor(n, arrow_type=INT64S)) for n in _DISTINCT}
+        held = self.runtime_context.get_list_state
+        self.seen = {n: held(ListStateDescriptor(n, arrow_type=pa.int64())) for n in _DISTINCT}
 
     def process_batch(self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any) -> pa.RecordBatch:
         ranks = _ranks(batch.column("price").to_numpy())
@@ -249,22 +251,28 @@ class BidStats(KeyedBatchProcessFunction):
         return pa.array(latest, pa.string())
 
     def _distinct(self, table: pa.Table, keys: list[Any], name: str) -> list[int]:
-        """The distinct count ``name`` of each key, after adding the batch's ids."""
+        """The distinct count ``name`` of each key, after adding the batch's new ids (a
+        key's ids are appended to its list state, never rewritten)."""
         rank, dim = name.split("_")
         if rank != "total":
             table = table.filter(pc.equal(table.column("rank"), int(rank[-1])))
         column = _DIMENSIONS[dim]
         ids = table.group_by(list(self.keys), use_threads=False).aggregate([(column, "distinct")])
-        new = dict(
-            zip(_keys_of(ids, self.keys), ids.column(f"{column}_distinct").to_pylist(), strict=True)
-        )
+        lists = ids.column(f"{column}_distinct").combine_chunks()
+        new = {key: lists[i].values for i, key in enumerate(_keys_of(ids, self.keys))}
         state = self.seen[name]
-        merged = []
-        for key, old in zip(keys, state.values(keys).to_pylist(), strict=True):
-            added = new.get(key)
-            merged.append(old if not added else np.union1d(old or [], added).tolist())
-        state.update_values(keys, merged)
-        return [len(m or []) for m in merged]
+        counts, owners, added = [], [], []
+        for i, (key, held) in enumerate(zip(keys, state.values(keys), strict=True)):
+            seen, fresh = held.values, new.get(key)
+            if fresh is not None:
+                fresh = fresh.filter(pc.invert(pc.is_in(fresh, value_set=seen)))
+                owners.append(np.full(len(fresh), i))
+                added.append(fresh)
+            counts.append(len(seen) + (len(fresh) if fresh is not None else 0))
+        if added:
+            rows = np.concatenate(owners)
+            state.add_values([keys[i] for i in rows], pa.concat_arrays(added))
+        return counts
 
 
 def q15_batch(inputs: dict[str, DataStream]) -> DataStream:

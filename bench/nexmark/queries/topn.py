@@ -17,6 +17,7 @@ from flintlock import (
     KeyedBatchContext,
     KeyedBatchProcessFunction,
     KeyedProcessFunction,
+    ListStateDescriptor,
     ValueStateDescriptor,
 )
 
@@ -28,7 +29,8 @@ Row = dict[str, Any]
 TOP = 10
 RANKED_SCHEMA = BID_SCHEMA.append(pa.field("rank_number", pa.int64()))
 TOP_BIDS = pa.list_(pa.struct(list(BID_SCHEMA)))
-"""An auction's top bids, best first: the state of either form."""
+"""An auction's top bids, best first: the state of the per-record form (the batch form
+keeps them in list state, which it replaces a batch at a time)."""
 ORDER = [
     ("auction", "ascending"),
     ("price", "descending"),
@@ -45,7 +47,8 @@ class TopBidsPerBatch(KeyedBatchProcessFunction):
     output_schema = RANKED_SCHEMA
 
     def open(self) -> None:
-        self.top = self.runtime_context.get_state(ValueStateDescriptor("top", TOP_BIDS))
+        held = ListStateDescriptor("top", arrow_type=TOP_BIDS.value_type)
+        self.top = self.runtime_context.get_list_state(held)
 
     def process_batch(
         self, batch: pa.RecordBatch, keys: pa.Array, ctx: KeyedBatchContext
@@ -61,11 +64,8 @@ class TopBidsPerBatch(KeyedBatchProcessFunction):
         rank = positions - np.maximum.accumulate(np.where(first, positions, 0)) + 1
         kept = rank <= TOP
         top = [column.combine_chunks() for column in ranked.filter(pa.array(kept)).columns]
-        offsets = np.r_[np.flatnonzero(first[kept]), len(top[0])].astype(np.int32)
-        rows = pa.StructArray.from_arrays(top, fields=list(BID_SCHEMA))
-        self.top.update_values(
-            top[0].take(pa.array(offsets[:-1])), pa.ListArray.from_arrays(pa.array(offsets), rows)
-        )
+        self.top.clear_values(auctions)
+        self.top.add_values(top[0], pa.StructArray.from_arrays(top, fields=list(BID_SCHEMA)))
         ranks = pa.array(rank[kept], pa.int64())
         return pa.RecordBatch.from_arrays([*top, ranks], schema=RANKED_SCHEMA)
 
