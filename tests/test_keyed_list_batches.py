@@ -246,3 +246,12 @@ def test_keys_may_be_a_python_list_as_for_value_state() -> None:
     ]
     state.clear_values([(1, "x")])
     assert state.values([(1, "x"), (2, "y")]).to_pylist() == [[], [{"a": 2, "b": "b"}]]
+
+
+def test_an_untyped_list_state_reads_no_keys_as_an_empty_list_array() -> None:
+    backend = HashMapStateBackend().create_keyed_backend(range(128), 128)
+    state = backend.get_state(ListStateDescriptor("rows"))
+    assert state.values(pa.array([], pa.int64())).to_pylist() == []
+    state.add_values(pa.array([7, 7]), pa.array(["a", "b"]))  # untyped: Python elements
+    assert not isinstance(backend._tables["rows"][7], ArrowElements)
+    assert state.values(pa.array([7, 8])).to_pylist() == [["a", "b"], []]

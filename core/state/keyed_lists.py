@@ -247,7 +247,8 @@ class KeyedListState(ListState[Any]):
         stored = [self._elements(key) for key in _python(keys)]
         list_type = pa.list_(self._arrow_type) if self._arrow_type is not None else None
         column = list_column(stored, list_type, f"list state '{self._name}'")
-        assert isinstance(column, pa.ListArray)
+        if not isinstance(column, pa.ListArray):  # no keys, and no type to infer one from
+            return pa.array([], pa.list_(pa.null()))
         return column
 
     def _elements(self, key: Any) -> list[Any] | ArrowElements:

@@ -36,7 +36,7 @@ class RegularJoin(MultipleInputStreamOperator):
 
     def __init__(self, unique: pa.Schema, other: pa.Schema, output_columns: list[str]) -> None:
         super().__init__(2, name="regular-join")
-        self.unique_schema, self.other_schema = unique, other
+        self.unique_schema = unique
         self.output_columns = output_columns
         self.waiting_type = pa.struct(other.remove(other.get_field_index(KEY)))
 
@@ -66,12 +66,7 @@ class RegularJoin(MultipleInputStreamOperator):
         found = self.unique.values(keys)
         matched = found.is_valid()
         if pc.any(matched).as_py():
-            unique = _flat(found.filter(matched), self.unique_schema)
-            other = batch.filter(matched)
-            columns = dict(zip(unique.schema.names, unique.columns, strict=True))
-            columns |= dict(zip(other.schema.names, other.columns, strict=True))
-            chosen = [columns[name] for name in self.output_columns]
-            self.output.emit(pa.RecordBatch.from_arrays(chosen, self.output_columns))
+            self._emit(_flat(found.filter(matched), self.unique_schema), batch.filter(matched))
         self._wait(batch.filter(pc.invert(matched)))
 
     def _emit(self, unique: pa.RecordBatch, other: pa.RecordBatch) -> None:
