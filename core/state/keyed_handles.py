@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flintlock.core.api.keys import python_keys
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
     AnyDescriptor,
@@ -28,7 +27,7 @@ from flintlock.core.state.handles import (
     ReducingState,
     ValueState,
 )
-from flintlock.core.state.keyed_lists import KeyedListState
+from flintlock.core.state.keyed_lists import KeyedListState, keys_as_python
 from flintlock.core.state.type_check import type_check
 from flintlock.core.state.value_closures import map_closures, update_closure, value_closure
 
@@ -59,10 +58,6 @@ def delete_many(table: Any, keys: Iterable[Any]) -> None:
     else:
         for key in keys:
             table.pop(key, None)
-
-
-def _python(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
-    return array if isinstance(array, list) else python_keys(array)
 
 
 def _values(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
@@ -98,13 +93,13 @@ class _ValueState(ValueState[Any]):
 
     def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         default = self._default
-        stored = get_many(self._table, _python(keys))
+        stored = get_many(self._table, keys_as_python(keys))
         return pa.array([default if s is None else s for s in stored], type=self._arrow_type)
 
     def update_values(
         self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     ) -> None:
-        latest = dict(zip(_python(keys), _values(values), strict=True))
+        latest = dict(zip(keys_as_python(keys), _values(values), strict=True))
         cleared = [key for key, value in latest.items() if value is None]
         for key in cleared:
             del latest[key]
@@ -191,7 +186,7 @@ class _TtlValueState(ValueState[Any]):
         self._cell.clear()
 
     def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-        keys = _python(keys)
+        keys = keys_as_python(keys)
         now, read, default = self._backend.ttl_clock(), self._cell.read_stored, self._default
         found = [read(k, s, now) for k, s in zip(keys, get_many(self._table, keys), strict=True)]
         return pa.array([default if v is None else v for v in found], type=self._arrow_type)
@@ -200,7 +195,7 @@ class _TtlValueState(ValueState[Any]):
         self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     ) -> None:
         now = self._backend.ttl_clock()
-        latest = dict(zip(_python(keys), _values(values), strict=True))
+        latest = dict(zip(keys_as_python(keys), _values(values), strict=True))
         cleared = [key for key, value in latest.items() if value is None]
         set_many(self._table, {k: (v, now) for k, v in latest.items() if v is not None})
         delete_many(self._table, cleared)

@@ -115,7 +115,8 @@ def arrow_elements(column: pa.Array | pa.ChunkedArray) -> list[ArrowElements]:
     return held
 
 
-def _python(keys: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
+def keys_as_python(keys: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
+    """Keys given to a batch method as Python values (a list is taken as it is)."""
     return keys if isinstance(keys, list) else python_keys(keys)
 
 
@@ -244,7 +245,7 @@ class KeyedListState(ListState[Any]):
             ) from error
 
     def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.ListArray:
-        stored = [self._elements(key) for key in _python(keys)]
+        stored = [self._elements(key) for key in keys_as_python(keys)]
         list_type = pa.list_(self._arrow_type) if self._arrow_type is not None else None
         column = list_column(stored, list_type, f"list state '{self._name}'")
         if not isinstance(column, pa.ListArray):  # no keys, and no type to infer one from
@@ -261,5 +262,5 @@ class KeyedListState(ListState[Any]):
 
     def clear_values(self, keys: pa.Array | pa.ChunkedArray) -> None:
         pop = self._table.pop
-        for key in dict.fromkeys(_python(keys)):
+        for key in dict.fromkeys(keys_as_python(keys)):
             pop(key, None)

@@ -22,6 +22,7 @@ from flintlock import (
     MapStateDescriptor,
     ValueStateDescriptor,
 )
+from flintlock.plugin_api import keys_to_arrow
 
 from ..model import BID_SCHEMA
 from .base import Query
@@ -270,8 +271,8 @@ class BidStats(KeyedBatchProcessFunction):
                 added.append(fresh)
             counts.append(len(seen) + (len(fresh) if fresh is not None else 0))
         if added:
-            rows = np.concatenate(owners)
-            state.add_values([keys[i] for i in rows], pa.concat_arrays(added))
+            owner_keys = keys_to_arrow(keys, "keys").take(pa.array(np.concatenate(owners)))
+            state.add_values(owner_keys, pa.concat_arrays(added))
         return counts
 
 
