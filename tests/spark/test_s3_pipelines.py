@@ -32,6 +32,7 @@ from unbounded_jobs import KEYS
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.lease import read_holder
+from flintlock.core.storage.conditional import S3_ATTEMPTS
 
 pytestmark = pytest.mark.slow
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
@@ -197,7 +198,9 @@ TRANSIENT_FAULTS: list[tuple[Operation, str, int]] = [
     ("PutObject", "/_commits/", 3),  # commit records (create-once, boto3)
     ("PutObject", "/checkpoints/", 3),  # checkpoint metadata (create-once, boto3)
     ("PutObject", "keyed_process", 5),  # the tasks' state snapshots (pyarrow, on workers)
-    ("PutObject", "_staging-", 5),  # the FileSink's upload markers (boto3, on workers)
+    # the FileSink's upload markers (boto3 on workers, S3_ATTEMPTS tries): one fewer than
+    # its tries, so one request meeting them all still succeeds
+    ("PutObject", "_staging-", S3_ATTEMPTS - 1),
     ("UploadPart", "/files/", 3),  # the FileSink's data, a part of its upload ...
     ("CompleteMultipartUpload", "/files/", 3),  # ... published by its commit (no copy)
     ("PutObject", "/delta/_delta_log/", 3),  # a Delta commit (delta-rs)
