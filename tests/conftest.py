@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from hook_tally import HOOKS_SEEN, PHASES_SEEN
+from jvm_class_archive import archive_option
 
 from flintlock.testing import LifecycleRecorder
 
@@ -22,7 +23,10 @@ TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """Every test JVM (this process's session, each driver script's embedded one) compiles
 with C1 only: short-lived JVMs then start on about a third less CPU, and the suite is
 CPU-bound on two cores. Spark's semantics do not change; a user's JVM keeps its own."""
-os.environ.setdefault("FLINTLOCK_DRIVER_JAVA_OPTIONS", TEST_JAVA_OPTIONS)  # scripts inherit it
+if "FLINTLOCK_DRIVER_JAVA_OPTIONS" not in os.environ:  # scripts inherit it
+    # with the classes Spark's driver loads shared from an archive made once per machine
+    shared = archive_option(TEST_JAVA_OPTIONS)
+    os.environ["FLINTLOCK_DRIVER_JAVA_OPTIONS"] = f"{TEST_JAVA_OPTIONS} {shared}"
 
 
 @pytest.fixture

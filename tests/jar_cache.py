@@ -57,6 +57,9 @@ def pyspark_environment(version: str) -> dict[str, str]:
     none of this process's Spark settings) with this interpreter, workers too."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK"))}
     environment["PYTHONPATH"] = str(pip_pyspark(version))
+    options = environment.get("FLINTLOCK_DRIVER_JAVA_OPTIONS", "").split()
+    shared = [o for o in options if not o.startswith("-XX:SharedArchiveFile=")]
+    environment["FLINTLOCK_DRIVER_JAVA_OPTIONS"] = " ".join(shared)  # made for another Spark
     environment["PYSPARK_PYTHON"] = sys.executable
     return environment
 
