@@ -31,14 +31,17 @@ class KeyedStateBackend(ABC):
 
     holds_arrow_lists = False
     """True if the backend's tables keep stored objects as they are, so that list state may
-    hold batch-added elements as Arrow slices (``keyed_lists``); False for a backend that
-    serialises what it stores."""
+    hold batch-added elements as Arrow slices (``keyed_lists``) and value state nested
+    values as rows of Arrow arrays (``arrow_values``); False for a backend that serialises
+    what it stores."""
 
     def __init__(self, key_groups: range, max_parallelism: int) -> None:
         self.key_groups = key_groups
         self.max_parallelism = max_parallelism
         self.current_key: Hashable = None
         self._key_group_cache: dict[Hashable, int] = {}
+        self.arrow_valued: set[str] = set()
+        """Value states whose stored values may be rows of Arrow arrays (``arrow_values``)."""
 
     @property
     def current_key_group(self) -> int:

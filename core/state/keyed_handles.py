@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flintlock.core.state.arrow_values import (
+    ArrowValue,
+    arrow_values,
+    holds_as_arrow,
+    value_column,
+)
 from flintlock.core.state.descriptors import (
     AggregatingStateDescriptor,
     AnyDescriptor,
@@ -29,7 +35,12 @@ from flintlock.core.state.handles import (
 )
 from flintlock.core.state.keyed_lists import KeyedListState, keys_as_python
 from flintlock.core.state.type_check import type_check
-from flintlock.core.state.value_closures import map_closures, update_closure, value_closure
+from flintlock.core.state.value_closures import (
+    arrow_value_closure,
+    map_closures,
+    update_closure,
+    value_closure,
+)
 
 if TYPE_CHECKING:
     from flintlock.core.state.backend import KeyedStateBackend
@@ -66,19 +77,29 @@ def _values(array: pa.Array | pa.ChunkedArray | list[Any]) -> list[Any]:
 
 
 class _ValueState(ValueState[Any]):
-    """Value state without TTL: the per-record hot path (one dict lookup per call)."""
+    """Value state without TTL: the per-record hot path (one dict lookup per call). On a
+    backend that holds Arrow, nested values written a batch at a time stay Arrow rows."""
 
-    __slots__ = ("_arrow_type", "_backend", "_check", "_default", "_table")
+    __slots__ = ("_arrow_type", "_backend", "_check", "_default", "_table", "_what", "arrow_held")
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: Any) -> None:
         self._backend, self._table = backend, table
         self._default = descriptor.default
         self._arrow_type = descriptor.arrow_type
-        self._check = type_check(descriptor.arrow_type, f"value state '{descriptor.name}'")
-        self.__dict__.update(value=value_closure(self), update=update_closure(self))
+        self._what = f"value state '{descriptor.name}'"
+        self._check = type_check(descriptor.arrow_type, self._what)
+        self.arrow_held = backend.holds_arrow_lists and (
+            holds_as_arrow(self._arrow_type) or descriptor.name in backend.arrow_valued
+        )
+        value = (arrow_value_closure if self.arrow_held else value_closure)(self)
+        self.__dict__.update(value=value, update=update_closure(self))
 
     def value(self) -> Any:
-        return self._table.get(self._backend.current_key, self._default)
+        key = self._backend.current_key
+        stored = self._table.get(key, self._default)
+        if type(stored) is ArrowValue:  # a row read per record is stored as Python
+            stored = self._table[key] = stored.as_py()
+        return stored
 
     def update(self, value: Any) -> None:
         if value is None:
@@ -94,12 +115,21 @@ class _ValueState(ValueState[Any]):
     def values(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         default = self._default
         stored = get_many(self._table, keys_as_python(keys))
-        return pa.array([default if s is None else s for s in stored], type=self._arrow_type)
+        if default is not None:
+            stored = [default if s is None else s for s in stored]
+        if self.arrow_held:
+            return value_column(stored, self._arrow_type, self._what)
+        return pa.array(stored, type=self._arrow_type)
 
     def update_values(
         self, keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     ) -> None:
-        latest = dict(zip(keys_as_python(keys), _values(values), strict=True))
+        arrow_type = self._arrow_type
+        if self.arrow_held and arrow_type is not None and not isinstance(values, list):
+            rows = arrow_values(values, arrow_type)
+        else:
+            rows = _values(values)
+        latest = dict(zip(keys_as_python(keys), rows, strict=True))
         cleared = [key for key, value in latest.items() if value is None]
         for key in cleared:
             del latest[key]

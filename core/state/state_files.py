@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from flintlock.core.exchange.murmur import key_groups_of
 from flintlock.core.state.arrow_codec import keys_from_arrow, keys_to_arrow, to_arrow
+from flintlock.core.state.arrow_values import repointed, restores_as_arrow, value_column
 from flintlock.core.state.keyed_lists import arrow_elements, list_column
 
 TTL_COLUMN = "ttl_timestamp"
@@ -51,11 +52,13 @@ def encode(
     types: tuple[pa.DataType | None, pa.DataType | None],
     ttl_ms: int | None,
     now: int,
+    arrow_rows: bool = False,
 ) -> pa.RecordBatch | None:
     """One batch of a state's file for ``keys`` and their stored values (None if empty).
 
     ``types`` are the value's and the map key's Arrow types (None: inferred);
-    ``ttl_ms`` is None for states without TTL (their stored values are not pairs)."""
+    ``ttl_ms`` is None for states without TTL (their stored values are not pairs);
+    ``arrow_rows``: a value state's stored values may be Arrow rows (``arrow_values``)."""
     what = f"state '{name}'"
     if ttl_ms is not None:
         kept = [(i, s) for i, s in enumerate(_live(kind, s, ttl_ms, now) for s in stored)]
@@ -91,6 +94,8 @@ def encode(
         value_type = pa.list_(value_type)
     if ttl_ms is None and kind == "list":
         columns["value"] = list_column(values, value_type, what)
+    elif arrow_rows:
+        columns["value"] = value_column(values, value_type, what)
     elif ttl_ms is None:
         columns["value"] = to_arrow(values, value_type, what)
     elif kind == "list":
@@ -137,6 +142,8 @@ def decode(kind: str, table: pa.Table, arrow_lists: bool = False) -> RestoredEnt
     keys = keys_from_arrow(table.column("key"))
     if arrow_lists and kind == "list" and not has_ttl:
         return RestoredEntries(groups, keys, arrow_elements(table.column("value")))
+    if restores_as_arrow(kind, table, arrow_lists):
+        return RestoredEntries(groups, keys, repointed(table.column("value").combine_chunks()))
     values = table.column("value").to_pylist()
     stamps = table.column(TTL_COLUMN).to_pylist() if has_ttl else None
     if kind == "map":

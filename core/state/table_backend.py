@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import CheckpointError, StateError, StorageError
+from flintlock.core.state.arrow_values import repointed, restores_as_arrow
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import HandleT, MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
@@ -92,6 +93,8 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
                     f"enabling or disabling TTL on existing state is not supported (as in Flink)"
                 )
         handle = make_handle(self, self._table(name), descriptor)
+        if getattr(handle, "arrow_held", False):
+            self.arrow_valued.add(name)
         self._handles[name] = handle
         self._descriptors[name] = descriptor
         return handle
@@ -117,14 +120,32 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
             else:
                 kind, had_ttl = self._restored.get(name, ("value", False))
                 ttl, types = (2**62 if had_ttl else None), (None, None)  # keep restored stamps
-            batches = (
-                encode(name, kind, keys, stored, groups, self.max_parallelism, types, ttl, now)
-                for keys, stored, groups in self.table_chunks(name, table)
-            )
+            batches = self._encoded(name, table, kind, types, ttl, now)
             path = f"{directory}/keyed-{safe_name(name)}.arrow"
             if write_batches(storage, path, batches):
                 files.append(StateFile(name, kind, path))
         return files
+
+    def _encoded(
+        self,
+        name: str,
+        table: TableT,
+        kind: str,
+        types: tuple[pa.DataType | None, pa.DataType | None],
+        ttl: int | None,
+        now: int,
+    ) -> Iterator[pa.RecordBatch | None]:
+        """The batches of state ``name``'s file; a value state holding Arrow rows is
+        re-pointed at the column written, so the batches its rows came from can go."""
+        held = kind == "value" and ttl is None and name in self.arrow_valued
+        for keys, stored, groups in self.table_chunks(name, table):
+            batch = encode(
+                name, kind, keys, stored, groups, self.max_parallelism, types, ttl, now, held
+            )
+            if held and batch is not None:
+                column = batch.column("value")
+                self.load(name, table, RestoredEntries([], keys, repointed(column)))
+            yield batch
 
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
         for file in files:
@@ -139,6 +160,8 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
                     )
                 if data.num_rows:
                     entries = decode(file.kind, data, self.holds_arrow_lists)
+                    if restores_as_arrow(file.kind, data, self.holds_arrow_lists):
+                        self.arrow_valued.add(file.name)
                     self.load(file.name, self._table(file.name), entries)
 
     def _table(self, name: str) -> TableT:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flintlock.core.state.arrow_values import ArrowValue
 from flintlock.core.state.type_check import _fast_types
 
 
@@ -22,6 +23,21 @@ def value_closure(state: Any) -> Callable[[], Any]:
 
     def value() -> Any:
         return get(backend.current_key, default)
+
+    return value
+
+
+def arrow_value_closure(state: Any) -> Callable[[], Any]:
+    """``value_closure`` for a state that may hold Arrow rows: a row read per record
+    becomes Python and is stored so (the next read, and changes to it, see that object)."""
+    table, backend, default = state._table, state._backend, state._default
+    get = table.get
+
+    def value() -> Any:
+        stored = get(backend.current_key, default)
+        if type(stored) is ArrowValue:
+            stored = table[backend.current_key] = stored.as_py()
+        return stored
 
     return value
 

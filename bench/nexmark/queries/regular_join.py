@@ -52,9 +52,7 @@ class RegularJoin(MultipleInputStreamOperator):
             return
         keys = batch.column(KEY)
         if input_index == 1:
-            # rows as dicts: update_values would store a struct array's rows as tuples,
-            # which then cannot mix with the dicts a restored snapshot holds
-            self.unique.update_values(keys, batch.to_pylist())
+            self.unique.update_values(keys, batch.to_struct_array())  # held as Arrow rows
             waiting = self.waiting.values(keys)
             counts = pc.list_value_length(waiting)
             if pc.sum(counts).as_py():
