@@ -1,9 +1,10 @@
 """The state objects user code holds: Value, List, Map, Reducing and Aggregating state.
 
 Per-record methods act on the current key (set by the operator for each record). The
-batch-level methods of ValueState (``values``, ``update_values``) and of keyed ListState
-(``values``, ``add_values``, ``clear_values``) act on every key of an Arrow array at once,
-for functions that work per batch (``KeyedBatchProcessFunction``, batch operators).
+batch-level methods of ValueState (``values``, ``update_values``), of keyed ListState
+(``values``, ``add_values``, ``clear_values``) and of keyed MapState (``contains_entries``,
+``put_entries``, ``sizes``) act on every key of an Arrow array at once, for functions
+that work per batch (``KeyedBatchProcessFunction``, batch operators).
 """
 
 from __future__ import annotations
@@ -139,6 +140,27 @@ class MapState(ABC, Generic[K, T]):
     @abstractmethod
     def clear(self) -> None:
         """Remove every entry."""
+
+    def contains_entries(
+        self, keys: pa.Array | pa.ChunkedArray, map_keys: pa.Array | pa.ChunkedArray
+    ) -> pa.BooleanArray:
+        """Whether the map of ``keys[i]`` has the entry ``map_keys[i]``, per row (a set
+        per key, as for a distinct count, without a Python call per row)."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
+
+    def put_entries(
+        self,
+        keys: pa.Array | pa.ChunkedArray,
+        map_keys: pa.Array | pa.ChunkedArray,
+        values: pa.Array | pa.ChunkedArray | None = None,
+    ) -> None:
+        """Set entry ``map_keys[i]`` of the map of ``keys[i]`` to ``values[i]`` (None
+        without ``values``); a later row of the same entry wins."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
+
+    def sizes(self, keys: pa.Array | pa.ChunkedArray) -> pa.Int64Array:
+        """The number of entries in the map of each key."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch-level access")
 
 
 class ReducingState(ABC, Generic[T]):

@@ -231,13 +231,19 @@ class _TtlValueState(ValueState[Any]):
         delete_many(self._table, cleared)
 
 
+_CURRENT = object()
+"""The current key (a key given to a batch method may be None)."""
+
+
 class _MapState(MapState[Any, Any]):
     """Keyed map state; with TTL each entry expires on its own."""
 
     def __init__(self, backend: KeyedStateBackend, table: Any, descriptor: AnyDescriptor) -> None:
         self._backend, self._table = backend, table
         what = f"map state '{descriptor.name}'"
-        self._check_key = type_check(getattr(descriptor, "key_type", None), f"the keys of {what}")
+        self._key_type = getattr(descriptor, "key_type", None)
+        self._type = descriptor.arrow_type
+        self._check_key = type_check(self._key_type, f"the keys of {what}")
         self._check_value = type_check(descriptor.arrow_type, f"the values of {what}")
         config = descriptor.ttl_config
         self._ttl = config.ttl_ms if config is not None else None
@@ -245,9 +251,10 @@ class _MapState(MapState[Any, Any]):
         if self._ttl is None:  # the per-record hot path (windows' contents) as closures
             self.__dict__.update(map_closures(self, descriptor))
 
-    def _live(self) -> dict[Any, Any]:
-        """The current key's stored map, expired entries removed (and written back)."""
-        key = self._backend.current_key
+    def _live(self, key: Any = _CURRENT) -> dict[Any, Any]:
+        """The key's (by default the current key's) stored map, expired entries removed
+        (and written back)."""
+        key = self._backend.current_key if key is _CURRENT else key
         stored: dict[Any, Any] | None = self._table.get(key)
         if stored is None:
             return {}
@@ -258,14 +265,15 @@ class _MapState(MapState[Any, Any]):
         if self._refresh:
             live = {k: (value, now) for k, (value, _) in live.items()}
         if live != stored:
-            self._store(live)
+            self._store(live, key)
         return live
 
-    def _store(self, stored: dict[Any, Any]) -> None:
+    def _store(self, stored: dict[Any, Any], key: Any = _CURRENT) -> None:
+        key = self._backend.current_key if key is _CURRENT else key
         if stored:
-            self._table[self._backend.current_key] = stored
+            self._table[key] = stored
         else:
-            self._table.pop(self._backend.current_key, None)
+            self._table.pop(key, None)
 
     def get(self, key: Any) -> Any:
         entry = self._live().get(key)
@@ -297,6 +305,41 @@ class _MapState(MapState[Any, Any]):
 
     def is_empty(self) -> bool:
         return not self._live()
+
+    # ---- a batch at a time: each key's map read (and written) once ----
+
+    def contains_entries(
+        self, keys: pa.Array | pa.ChunkedArray, map_keys: pa.Array | pa.ChunkedArray
+    ) -> pa.BooleanArray:
+        owners, entries = keys_as_python(keys), self._entries(map_keys, self._key_type)
+        maps = {key: self._live(key) for key in dict.fromkeys(owners)}
+        found = [entry in maps[key] for key, entry in zip(owners, entries, strict=True)]
+        return pa.array(found, pa.bool_())
+
+    def put_entries(
+        self,
+        keys: pa.Array | pa.ChunkedArray,
+        map_keys: pa.Array | pa.ChunkedArray,
+        values: pa.Array | pa.ChunkedArray | None = None,
+    ) -> None:
+        owners, entries = keys_as_python(keys), self._entries(map_keys, self._key_type)
+        given = [None] * len(owners) if values is None else self._entries(values, self._type)
+        stamp = self._backend.ttl_clock() if self._ttl is not None else None
+        maps = {key: self._live(key) for key in dict.fromkeys(owners)}
+        for key, entry, value in zip(owners, entries, given, strict=True):
+            maps[key][entry] = value if stamp is None else (value, stamp)
+        set_many(self._table, maps)
+
+    def sizes(self, keys: pa.Array | pa.ChunkedArray) -> pa.Int64Array:
+        owners = keys_as_python(keys)
+        counts = {key: len(self._live(key)) for key in dict.fromkeys(owners)}
+        return pa.array([counts[key] for key in owners], pa.int64())
+
+    def _entries(self, array: pa.Array | pa.ChunkedArray, arrow_type: Any) -> list[Any]:
+        """Map keys or values as Python, of the descriptor's type where it declares one."""
+        if arrow_type is not None and array.type != arrow_type:
+            array = array.cast(arrow_type)
+        return array.to_pylist()  # type: ignore[no-any-return]
 
     def clear(self) -> None:
         self._table.pop(self._backend.current_key, None)

@@ -18,11 +18,9 @@ from flintlock import (
     DataStream,
     KeyedBatchProcessFunction,
     KeyedProcessFunction,
-    ListStateDescriptor,
     MapStateDescriptor,
     ValueStateDescriptor,
 )
-from flintlock.plugin_api import keys_to_arrow
 
 from ..model import BID_SCHEMA
 from .base import Query
@@ -211,8 +209,8 @@ def _keys_of(table: pa.Table, columns: tuple[str, ...]) -> list[Any]:
 
 class BidStats(KeyedBatchProcessFunction):
     """q15 (keyed by day) and q16 (by channel and day) a batch at a time: counts merged
-    with Arrow group-bys; each distinct count keeps the key's sorted distinct ids (a set
-    per key, as Flink's distinct aggregates keep a map view per key)."""
+    with Arrow group-bys; each distinct count keeps the key's ids in map state (a set per
+    key, as Flink's distinct aggregates keep a map view per key)."""
 
     def __init__(self, keys: tuple[str, ...], minute: bool) -> None:
         self.keys, self.minute = keys, minute
@@ -222,8 +220,8 @@ class BidStats(KeyedBatchProcessFunction):
         get = self.runtime_context.get_state
         self.counts = get(ValueStateDescriptor("counts", arrow_type=INT64S))
         self.latest = get(ValueStateDescriptor("minute", arrow_type=pa.string()))
-        held = self.runtime_context.get_list_state
-        self.seen = {n: held(ListStateDescriptor(n, arrow_type=pa.int64())) for n in _DISTINCT}
+        sets = self.runtime_context.get_map_state
+        self.seen = {n: sets(MapStateDescriptor(n, pa.int64(), pa.bool_())) for n in _DISTINCT}
 
     def process_batch(self, batch: pa.RecordBatch, keys: pa.Array, ctx: Any) -> pa.RecordBatch:
         ranks = _ranks(batch.column("price").to_numpy())
@@ -242,7 +240,7 @@ class BidStats(KeyedBatchProcessFunction):
         if self.minute:
             columns.append(self._minutes(group_keys, per_key.column("minute_max").to_pylist()))
         columns += [pa.array(counts[:, i]) for i in range(4)]
-        columns += [pa.array(self._distinct(table, group_keys, name)) for name in _DISTINCT]
+        columns += [self._distinct(table, group_keys, name) for name in _DISTINCT]
         return pa.RecordBatch.from_arrays(columns, schema=self.output_schema)
 
     def _minutes(self, keys: list[Any], fresh: list[str]) -> pa.Array:
@@ -251,29 +249,22 @@ class BidStats(KeyedBatchProcessFunction):
         self.latest.update_values(keys, latest)
         return pa.array(latest, pa.string())
 
-    def _distinct(self, table: pa.Table, keys: list[Any], name: str) -> list[int]:
-        """The distinct count ``name`` of each key, after adding the batch's new ids (a
-        key's ids are appended to its list state, never rewritten)."""
+    def _distinct(self, table: pa.Table, keys: list[Any], name: str) -> pa.Array:
+        """The distinct count ``name`` of each key, after adding the batch's new ids: the
+        batch's distinct (key, id) pairs looked up in the key's set, the new ones added
+        (the work follows the batch, not what the sets hold)."""
         rank, dim = name.split("_")
         if rank != "total":
             table = table.filter(pc.equal(table.column("rank"), int(rank[-1])))
         column = _DIMENSIONS[dim]
-        ids = table.group_by(list(self.keys), use_threads=False).aggregate([(column, "distinct")])
-        lists = ids.column(f"{column}_distinct").combine_chunks()
-        new = {key: lists[i].values for i, key in enumerate(_keys_of(ids, self.keys))}
+        pairs = table.group_by([*self.keys, column], use_threads=False).aggregate([])
+        owners, ids = _keys_of(pairs, self.keys), pairs.column(column)
         state = self.seen[name]
-        counts, owners, added = [], [], []
-        for i, (key, held) in enumerate(zip(keys, state.values(keys), strict=True)):
-            seen, fresh = held.values, new.get(key)
-            if fresh is not None:
-                fresh = fresh.filter(pc.invert(pc.is_in(fresh, value_set=seen)))
-                owners.append(np.full(len(fresh), i))
-                added.append(fresh)
-            counts.append(len(seen) + (len(fresh) if fresh is not None else 0))
-        if added:
-            owner_keys = keys_to_arrow(keys, "keys").take(pa.array(np.concatenate(owners)))
-            state.add_values(owner_keys, pa.concat_arrays(added))
-        return counts
+        fresh = pc.invert(state.contains_entries(owners, ids))
+        if pc.any(fresh).as_py():
+            chosen = np.flatnonzero(fresh.to_numpy(zero_copy_only=False))
+            state.put_entries([owners[i] for i in chosen], ids.take(pa.array(chosen)))
+        return state.sizes(keys)
 
 
 def q15_batch(inputs: dict[str, DataStream]) -> DataStream:
