@@ -16,7 +16,7 @@ from . import ship_to_workers
 from .flintlock_run import Throughput, checked_run, latency_run, median, timed_run
 from .model import NexmarkConfig
 from .queries import QUERIES, Query
-from .spark_streaming import SPARK_SQL, spark_run
+from .spark_streaming import SPARK_ROWS_DIFFER, SPARK_SQL, spark_run
 
 CORES = 2
 FLINK_PER_CORE = {
@@ -72,9 +72,10 @@ def report(spark: Any, query: Query, args: argparse.Namespace, config: NexmarkCo
         figure = timed_run(spark, query, form, args.events, args.epochs, CORES, CORES, config)
         _line(f"flintlock {form}", figure, spark_figure, FLINK_PER_CORE.get(query.name))
         if spark_figure is not None and spark_figure.output_rows != figure.output_rows:
+            why = SPARK_ROWS_DIFFER.get(query.name, "the two do not compute the same thing")
             print(
                 f"  NOTE: Spark emitted {spark_figure.output_rows:,} rows, flintlock "
-                f"{figure.output_rows:,}: the two do not compute the same thing"
+                f"{figure.output_rows:,}: {why}"
             )
     if args.latency_rate and query.latency_column is not None:
         try:

@@ -263,9 +263,18 @@ def _in_greenlet(body: Callable[[], None], writer: MessageWriter) -> Iterator[pa
 
 _frozen = False
 
+TASK_GC_THRESHOLDS = (100_000, 50, 100)
+"""CPython's collection thresholds in a worker (its defaults: 700, 10, 10). Keyed state is
+Python objects by the million; at the defaults the collector walked them again and again
+while a task made more (30% of Nexmark q17's keyed operator, 64% of its snapshot:
+bench/RESULTS.md, "Nexmark: the engine after the 10,000,000-event pass"). Garbage cycles
+are still freed: the young generations are collected every 100,000 allocations, and
+PySpark's daemon runs a full ``gc.collect()`` after each task."""
+
 
 def freeze_long_lived_objects() -> None:
-    """Once per worker process: collect, then freeze what is alive (``gc.freeze``).
+    """Once per worker process: collect, then freeze what is alive (``gc.freeze``), and
+    raise the collection thresholds (``TASK_GC_THRESHOLDS``).
 
     A reused PySpark worker runs a full ``gc.collect()`` after each task (``daemon.py``);
     with pyarrow, PySpark and flintlock imported that scans a few hundred thousand
@@ -280,4 +289,5 @@ def freeze_long_lived_objects() -> None:
         return
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*TASK_GC_THRESHOLDS)
     _frozen = True

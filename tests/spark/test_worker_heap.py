@@ -1,7 +1,8 @@
 """The first flintlock task of a PySpark worker freezes the objects alive then, once
 (``core/spark/stage.py: freeze_long_lived_objects``): later tasks in that worker never
 find more frozen (the first task's own frozen objects are freed when it ends), so
-nothing a later task makes is frozen."""
+nothing a later task makes is frozen; and the worker's collector runs at flintlock's
+thresholds (``TASK_GC_THRESHOLDS``), not CPython's defaults."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.spark.stage import TASK_GC_THRESHOLDS
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +28,7 @@ def frozen_in_worker(batch: pa.RecordBatch) -> pa.RecordBatch:
         {
             "pid": pa.array([os.getpid()] * rows, pa.int64()),
             "frozen": pa.array([gc.get_freeze_count()] * rows, pa.int64()),
+            "threshold": pa.array([list(gc.get_threshold())] * rows, pa.list_(pa.int64())),
         }
     )
 
@@ -44,6 +47,7 @@ def test_a_worker_freezes_its_long_lived_objects_once(spark: Any, tmp_path: Path
         )
         for pid, frozen in counts.items():
             seen.setdefault(pid, []).append(frozen)
+        assert set(map(tuple, table.column("threshold").to_pylist())) == {TASK_GC_THRESHOLDS}
     assert seen, "no worker reported"
     for pid, counts in seen.items():
         assert counts[0] > 10_000, (pid, counts)  # the modules and their functions

@@ -40,9 +40,15 @@ def _rank(price: int) -> int:
 
 
 def _with_day(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The bid with ``day`` (yyyy-MM-dd) and ``minute`` (HH:mm) of its time."""
+    """The bid with ``day`` (yyyy-MM-dd) and ``minute`` (HH:mm) of its time: each distinct
+    minute of the batch formatted once (a batch spans few), then taken per row."""
     stamp = batch.column("date_time")
-    day, minute = pc.strftime(stamp, "%Y-%m-%d"), pc.strftime(stamp, "%H:%M")
+    minutes = np.floor_divide(stamp.cast(pa.int64()).to_numpy(zero_copy_only=False), 60_000)
+    distinct, rows = np.unique(minutes, return_inverse=True)
+    starts = pa.array(distinct * 60_000).cast(stamp.type)
+    take = pa.array(rows.astype(np.int64))
+    day = pc.strftime(starts, "%Y-%m-%d").take(take)
+    minute = pc.strftime(starts, "%H:%M").take(take)
     return batch.append_column("day", day).append_column("minute", minute)
 
 
@@ -58,7 +64,8 @@ def _bids_with_day(bid: DataStream) -> DataStream:
 def _merge_lists(
     state: Any, keys: list[Any], fresh: np.ndarray, identity: list[int], merge: Any
 ) -> np.ndarray:
-    """Merge a row of ``fresh`` (one per key) into each key's stored list of int64s."""
+    """Merge a row of ``fresh`` (one per key) into each key's stored list of int64s (kept
+    as rows of one Arrow list array per batch: no Python list per key)."""
     old = state.values(keys)
     width = len(identity)
     stored = np.tile(np.array(identity, np.int64), (len(keys), 1))
@@ -66,7 +73,8 @@ def _merge_lists(
     if valid.any():
         stored[valid] = old.filter(pa.array(valid)).flatten().to_numpy().reshape(-1, width)
     merged = merge(stored, fresh)
-    state.update_values(keys, merged.tolist())
+    offsets = pa.array(np.arange(0, merged.size + 1, width, dtype=np.int32))
+    state.update_values(keys, pa.ListArray.from_arrays(offsets, pa.array(merged.ravel())))
     return merged
 
 
