@@ -133,3 +133,14 @@ def test_expired_entries_are_neither_contained_nor_counted() -> None:
     )
     rows = [(r["known"], r["distinct"]) for r in harness.output_rows()]
     assert rows == [(False, 1), (False, 2), (False, 2), (True, 2)]
+
+
+def test_python_lists_of_keys_and_entries_are_taken_as_they_are() -> None:
+    function = DistinctItems()
+    harness = OneInputHarness(KeyedBatchProcessOperator(function, key_column="user"))
+    harness.process_records([{"user": 1, "item": 4, "note": "a"}])
+    seen = function.seen
+    found = seen.contains_entries([1, 1, 2], [4, 5, 4])
+    assert found.to_pylist() == [True, False, False]
+    seen.put_entries([2], [9])
+    assert seen.sizes([1, 2, 3]).to_pylist() == [1, 1, 0]

@@ -335,8 +335,11 @@ class _MapState(MapState[Any, Any]):
         counts = {key: len(self._live(key)) for key in dict.fromkeys(owners)}
         return pa.array([counts[key] for key in owners], pa.int64())
 
-    def _entries(self, array: pa.Array | pa.ChunkedArray, arrow_type: Any) -> list[Any]:
-        """Map keys or values as Python, of the descriptor's type where it declares one."""
+    def _entries(self, array: pa.Array | pa.ChunkedArray | list[Any], arrow_type: Any) -> list[Any]:
+        """Map keys or values as Python, of the descriptor's type where it declares one (a
+        list is taken as it is, as batch methods take keys)."""
+        if isinstance(array, list):
+            return array
         if arrow_type is not None and array.type != arrow_type:
             array = array.cast(arrow_type)
         return array.to_pylist()  # type: ignore[no-any-return]
