@@ -124,3 +124,28 @@ def test_a_row_read_per_record_is_kept_as_the_dict_it_became() -> None:
     first["b"] = "changed"
     assert per_record(backend, state, 5) is first
     assert state.values(pa.array([5])).to_pylist() == [{"a": 5, "b": "changed"}]
+
+
+def test_snapshots_in_a_row_each_restore_what_was_held_then(tmp_path: Any) -> None:
+    """Re-pointed rows (moved in place), an unchanged state written again (its column as
+    it is) and rows changed since, per record and by a batch, each restore as they were."""
+    storage = CheckpointStorage(pafs.LocalFileSystem(), str(tmp_path))
+    backend = hashmap()
+    state = backend.get_state(ValueStateDescriptor("rows", arrow_type=ROW))
+    keys = list(range(30))
+    state.update_values(pa.array(keys), rows(keys, "x"))
+    expected = [{"a": k, "b": f"x{k}"} for k in keys]
+    snapshots = [backend.snapshot(storage, f"{tmp_path}/chk-1")]
+    snapshots.append(backend.snapshot(storage, f"{tmp_path}/chk-2"))  # nothing changed
+    backend.set_current_key(3)
+    state.update({"a": -3, "b": "per record"})
+    state.update_values(pa.array([4, 5]), rows([40, 50], "y"))
+    snapshots.append(backend.snapshot(storage, f"{tmp_path}/chk-3"))
+    changed = list(expected)
+    changed[3:6] = [{"a": -3, "b": "per record"}, {"a": 40, "b": "y40"}, {"a": 50, "b": "y50"}]
+    for files, want in zip(snapshots, [expected, expected, changed], strict=True):
+        restored = hashmap()
+        restored.restore(storage, files)
+        again = restored.get_state(ValueStateDescriptor("rows", arrow_type=ROW))
+        assert again.values(pa.array(keys)).to_pylist() == want
+    assert state.values(pa.array(keys)).to_pylist() == changed

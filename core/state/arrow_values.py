@@ -60,6 +60,8 @@ def value_column(stored: list[Any], arrow_type: pa.DataType | None, what: str) -
     arrays = [value.array for value in rows]
     arrow_type = arrow_type or arrays[0].type
     indices = np.array([value.index for value in rows], dtype=np.int64)
+    if len(rows) == len(stored) == len(arrays[0]) and _is_whole(arrays, indices):
+        return _conform(arrays[0], arrow_type, what)  # the column the last snapshot wrote
     sources = np.array([id(array) for array in arrays], dtype=np.uint64)
     order = np.argsort(sources, kind="stable")  # rows of one source array together
     grouped = sources[order]
@@ -77,6 +79,12 @@ def value_column(stored: list[Any], arrow_type: pa.DataType | None, what: str) -
     inverse = np.empty(len(stored), dtype=np.int64)
     inverse[places] = np.arange(len(stored))
     return pa.concat_arrays(pieces).take(pa.array(inverse))
+
+
+def _is_whole(arrays: list[pa.Array], indices: np.ndarray) -> bool:
+    """Whether the rows are every row of one array, in order (nothing to take)."""
+    first = arrays[0]
+    return bool((indices == np.arange(len(indices))).all()) and all(a is first for a in arrays)
 
 
 def _conform(rows: pa.Array, arrow_type: pa.DataType, what: str) -> pa.Array:
@@ -102,5 +110,18 @@ def restores_as_arrow(kind: str, table: pa.Table, holds_arrow: bool) -> bool:
 
 
 def repointed(column: pa.Array) -> list[ArrowValue]:
-    """The stored values of a column just written (or read): rows of that column."""
+    """The stored values of a column just read: rows of that column."""
     return [ArrowValue(column, index) for index in range(len(column))]
+
+
+def repoint(stored: list[Any], column: pa.Array) -> dict[int, ArrowValue]:
+    """Point the stored values of a column just written at its rows: a held row in place
+    (no object made, nothing stored again), a Python value as a new row, returned by its
+    place to be stored."""
+    fresh: dict[int, ArrowValue] = {}
+    for index, value in enumerate(stored):
+        if type(value) is ArrowValue:
+            value.array, value.index = column, index
+        else:
+            fresh[index] = ArrowValue(column, index)
+    return fresh

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from flintlock.core.checkpoint.snapshots import StateFile
 from flintlock.core.checkpoint.storage import CheckpointStorage, safe_name
 from flintlock.core.errors import CheckpointError, StateError, StorageError
-from flintlock.core.state.arrow_values import repointed, restores_as_arrow
+from flintlock.core.state.arrow_values import repoint, restores_as_arrow
 from flintlock.core.state.backend import KeyedStateBackend
 from flintlock.core.state.descriptors import HandleT, MapStateDescriptor, StateDescriptor
 from flintlock.core.state.keyed_handles import make_handle
@@ -143,8 +143,10 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
                 name, kind, keys, stored, groups, self.max_parallelism, types, ttl, now, held
             )
             if held and batch is not None:
-                column = batch.column("value")
-                self.load(name, table, RestoredEntries([], keys, repointed(column)))
+                fresh = repoint(stored, batch.column("value"))
+                if fresh:
+                    moved = [keys[index] for index in fresh]
+                    self.load(name, table, RestoredEntries([], moved, list(fresh.values())))
             yield batch
 
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:
