@@ -154,7 +154,10 @@ class Chaos:
         self.rng = random.Random(plan["seed"] + 1)
         self.sent = 0
         self.sends = 0
-        self.epochs_seen = 0
+        self.epoch_reached = 0
+        """The highest epoch (checkpoint id) a driver committed: a kill planned after epoch
+        n is due from then on (a restarted driver may commit several epochs in one, and
+        no line is printed for those a killed driver committed)."""
         self.broker_kills = list(plan["broker_kills"])
         self.broker_thread: threading.Thread | None = None
         self.broker_errors: list[BaseException] = []
@@ -179,8 +182,8 @@ class Chaos:
         word = line.split()
         if word[:1] != ["EPOCH"]:
             return
-        self.epochs_seen += 1
-        if not self.broker_kills or self.epochs_seen < self.broker_kills[0][0]:
+        self.epoch_reached = max(self.epoch_reached, int(word[2]))
+        if not self.broker_kills or self.epoch_reached < self.broker_kills[0][0]:
             return
         if self.broker_thread is not None and self.broker_thread.is_alive():
             return
@@ -207,7 +210,7 @@ class Chaos:
         left to fire them) fired now, between the rounds, so every planned kill fires."""
         if self.broker_thread is not None:
             self.broker_thread.join()
-        while self.broker_kills and self.epochs_seen >= self.broker_kills[0][0]:
+        while self.broker_kills and self.epoch_reached >= self.broker_kills[0][0]:
             number = len(self.plan["broker_kills"]) - len(self.broker_kills)
             self.broker_kills.pop(0)
             self.kill_broker(0.0, Fault(f"b{number:02d}-broker-kill", "broker", "broker_kill"))
