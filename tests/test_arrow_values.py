@@ -149,3 +149,36 @@ def test_snapshots_in_a_row_each_restore_what_was_held_then(tmp_path: Any) -> No
         again = restored.get_state(ValueStateDescriptor("rows", arrow_type=ROW))
         assert again.values(pa.array(keys)).to_pylist() == want
     assert state.values(pa.array(keys)).to_pylist() == changed
+
+
+class EntryWiseBackend(HashMapKeyedStateBackend):
+    """A table backend that loads entries one (key group, key, value) triple at a time,
+    as a third-party backend may; it records the triples it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(range(MAX_PARALLELISM), MAX_PARALLELISM)
+        self.loaded: list[tuple[int, Any]] = []
+
+    def load(self, name: str, table: dict[Any, Any], entries: Any) -> None:
+        for group, key, stored in entries:
+            self.loaded.append((group, key))
+            table[key] = stored
+
+
+def test_rows_stored_again_by_a_snapshot_carry_their_key_groups(tmp_path: Any) -> None:
+    """A snapshot stores the Python-written values again as rows of the column written;
+    a backend iterating the entries it is given sees each key with its own key group."""
+    storage = CheckpointStorage(pafs.LocalFileSystem(), str(tmp_path))
+    backend = EntryWiseBackend()
+    state = backend.get_state(ValueStateDescriptor("rows", arrow_type=ROW))
+    for key in (3, 11, 250):
+        backend.set_current_key(key)
+        state.update({"a": key, "b": "py"})
+    files = backend.snapshot(storage, f"{tmp_path}/chk-1")
+    written = pa.ipc.open_file(files[0].path).read_all()
+    groups_of = dict(zip(written["key"].to_pylist(), written["key_group"].to_pylist(), strict=True))
+    assert sorted(backend.loaded, key=lambda entry: entry[1]) == [
+        (groups_of[key], key) for key in (3, 11, 250)
+    ]
+    assert len(set(groups_of.values())) > 1  # the keys lie in different key groups
+    assert type(backend._tables["rows"][11]) is ArrowValue

@@ -63,7 +63,7 @@ class StageFunction:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        freeze_long_lived_objects()  # before this task's objects
+        settle_worker_heap()  # before this task's objects
 
         spark_task = TaskContext.get()
         assert spark_task is not None, "a stage function runs inside a Spark task"
@@ -272,7 +272,7 @@ are still freed: the young generations are collected every 100,000 allocations, 
 PySpark's daemon runs a full ``gc.collect()`` after each task."""
 
 
-def freeze_long_lived_objects() -> None:
+def settle_worker_heap() -> None:
     """Once per worker process: collect, then freeze what is alive (``gc.freeze``), and
     raise the collection thresholds (``TASK_GC_THRESHOLDS``).
 

@@ -145,8 +145,10 @@ class TableKeyedStateBackend(KeyedStateBackend, Generic[TableT]):
             if held and batch is not None:
                 fresh = repoint(stored, batch.column("value"))
                 if fresh:
-                    moved = [keys[index] for index in fresh]
-                    self.load(name, table, RestoredEntries([], moved, list(fresh.values())))
+                    rows = list(fresh)
+                    groups_of = batch.column("key_group").take(pa.array(rows)).to_pylist()
+                    moved = [keys[index] for index in rows]
+                    self.load(name, table, RestoredEntries(groups_of, moved, list(fresh.values())))
             yield batch
 
     def restore(self, storage: CheckpointStorage, files: list[StateFile]) -> None:

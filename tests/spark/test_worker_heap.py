@@ -1,5 +1,5 @@
 """The first flintlock task of a PySpark worker freezes the objects alive then, once
-(``core/spark/stage.py: freeze_long_lived_objects``): later tasks in that worker never
+(``core/spark/stage.py: settle_worker_heap``): later tasks in that worker never
 find more frozen (the first task's own frozen objects are freed when it ends), so
 nothing a later task makes is frozen; and the worker's collector runs at flintlock's
 thresholds (``TASK_GC_THRESHOLDS``), not CPython's defaults."""
