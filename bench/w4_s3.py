@@ -13,6 +13,9 @@ baselines: Spark computes the rows (``toArrow``), then
 - ``iceberg``: pyiceberg ``table.append`` once (a SQL catalog on a local SQLite file,
   its warehouse on S3, as the sink's).
 
+``in line`` is flintlock with each checkpoint's commit between two epochs (the sink's
+``commits_beside_next_epoch`` off), as before commits ran beside the next epoch.
+
 Every output is read back by its system's reader and checked against the rows first.
 Medians of interleaved runs after a warm-up.
 
@@ -60,7 +63,14 @@ class S3Targets:
         database = f"{self.scratch}/catalog-{uuid.uuid4().hex[:8]}.db"
         return {"type": "sql", "uri": f"sqlite:///{database}", "warehouse": self.uri("wh")}
 
-    def sink(self, system: str) -> Any:
+    def sink(self, system: str, beside: bool = True) -> Any:
+        """A fresh sink of ``system``; ``beside=False``: its commits run in line."""
+        sink = self._new_sink(system)
+        if not beside:
+            sink.commits_beside_next_epoch = False
+        return sink
+
+    def _new_sink(self, system: str) -> Any:
         if system == "files":
             from flintlock.sinks.files import FileSink
 
@@ -146,6 +156,9 @@ def main() -> None:
             for system in systems:
                 variants[f"{system}: flintlock on S3"] = lambda s=system: targets.run(
                     spark, args.rows, args.per_checkpoint, targets.sink(s)
+                )
+                variants[f"{system}: in line"] = lambda s=system: targets.run(
+                    spark, args.rows, args.per_checkpoint, targets.sink(s, beside=False)
                 )
                 variants[f"{system}: baseline"] = lambda s=system: targets.plain_write(
                     s, w4.output_frame(spark, args.rows).toArrow()

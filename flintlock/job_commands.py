@@ -18,9 +18,8 @@ from flintlock.core.checkpoint.paths import parent_folder
 from flintlock.core.checkpoint.reader import storage_for
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, JobControlError
-from flintlock.core.job.client import JobClient
+from flintlock.core.job.client import NOT_RUNNING, JobClient
 from flintlock.core.job.control import progress_line
-from flintlock.core.job.status import NOT_RUNNING
 from flintlock.metrics_table import metrics_table, run_metrics
 
 

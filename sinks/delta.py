@@ -76,6 +76,7 @@ class DeltaSink(TwoPhaseCommitSink[_Transaction, DeltaDataFile]):
     """
 
     name = "delta"
+    commits_beside_next_epoch = True  # a commit adds a table version; tasks write new files
 
     def __init__(
         self,

@@ -88,6 +88,7 @@ class FileSink(TwoPhaseCommitSink[_Transaction, ParquetFileCommittable]):
     """
 
     name = "files"
+    commits_beside_next_epoch = True  # a commit publishes staged files, tasks stage new ones
 
     def __init__(
         self,

@@ -53,6 +53,7 @@ class IcebergSink(IcebergCommitter, TwoPhaseCommitSink[_Transaction, IcebergData
     """
 
     name = "iceberg"
+    commits_beside_next_epoch = True  # a commit adds a snapshot; tasks write new files
 
     def __init__(
         self,

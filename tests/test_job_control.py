@@ -15,9 +15,9 @@ import pytest
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.client import job_status
 from flintlock.core.job.control import JobControl, progress_line
 from flintlock.core.job.lease import JobLease, generation_path, read_state
-from flintlock.core.job.status import job_status
 from flintlock.errors import CheckpointError, JobControlError
 from flintlock.job_commands import describe_status
 

@@ -21,6 +21,7 @@ from flintlock.core.checkpoint.commit_log import CommitLog
 from flintlock.core.checkpoint.coordinator import CheckpointCoordinator
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.job.client import job_status
 from flintlock.core.job.lease import (
     JobLease,
     generation_path,
@@ -28,7 +29,6 @@ from flintlock.core.job.lease import (
     heartbeat_path,
     read_holder,
 )
-from flintlock.core.job.status import job_status
 from flintlock.errors import CheckpointError, JobLeaseError, LeaseLostError
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import pyarrow as pa
 
@@ -110,6 +110,13 @@ class TwoPhaseCommitSink(ABC, Generic[TxnT, CommT]):
     """The Arrow schema of the stream the sink writes, if known on the driver (set by
     ``DataStream.sink_to``): a sink may create its output from it, or refuse in
     ``check_output`` a stream its output cannot take, before Spark starts."""
+
+    commits_beside_next_epoch: ClassVar[bool] = False
+    """True if ``commit`` may run on the driver while the next epoch's tasks write (it
+    touches nothing they write): the next epoch then starts as soon as the checkpoint is
+    published, and the commit runs beside it, as Flink commits on
+    ``notifyCheckpointComplete``. ``abort_uncommitted`` (given every committable of the
+    checkpoint to keep) then runs before the commit, never while tasks write."""
 
     job_storage_options: StorageOptions = NO_OPTIONS
     """The environment's ``storage_options`` (set by ``DataStream.sink_to``): a sink on

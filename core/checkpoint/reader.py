@@ -9,6 +9,7 @@ of another job or subtask, so a restore can refuse before anything runs.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,10 @@ from flintlock.core.checkpoint.snapshots import (
 )
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.errors import CheckpointError
+from flintlock.core.storage.whole_objects import is_object_store
+
+MANIFEST_READS = 8
+"""Manifests read at once from an object store."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +193,7 @@ def load_checkpoint(
     if not own_job:
         _check_job_identity(storage, folder, metadata, job_name, job_id)
     acknowledgements = read_acknowledgements(recorded, metadata)
-    subtasks = [_read_manifest(storage, ack, checkpoint_id, metadata) for ack in acknowledgements]
+    subtasks = _read_manifests(storage, acknowledgements, checkpoint_id, metadata)
     default_max = subtasks[0].max_parallelism if subtasks else 128
     return Checkpoint(
         path=folder,
@@ -296,6 +301,24 @@ def _savepoint_folder(document: dict[str, Any], folder: str) -> str | None:
     if "savepoint" in document:
         return str(document["savepoint"])
     return folder if document.get("kind") == "savepoint" else None
+
+
+def _read_manifests(
+    storage: CheckpointStorage,
+    acknowledgements: list[TaskAcknowledgement],
+    checkpoint_id: int,
+    metadata: str,
+) -> list[TaskSnapshot]:
+    """Every subtask's manifest, in the acknowledgements' order; on an object store a few
+    at a time (each is a request's round trip, and a run reads them between two epochs)."""
+
+    def read(ack: TaskAcknowledgement) -> TaskSnapshot:
+        return _read_manifest(storage, ack, checkpoint_id, metadata)
+
+    if len(acknowledgements) < 2 or not is_object_store(storage.filesystem):
+        return [read(ack) for ack in acknowledgements]
+    with ThreadPoolExecutor(max_workers=min(MANIFEST_READS, len(acknowledgements))) as pool:
+        return list(pool.map(read, acknowledgements))
 
 
 def _read_manifest(

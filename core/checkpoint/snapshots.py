@@ -198,6 +198,11 @@ class TaskAcknowledgement:
     vertex: int | None = None
     """The acknowledging vertex's id, set as the acknowledgement leaves its task."""
 
+    @property
+    def attempt(self) -> tuple[str, int, int]:
+        """The (task, subtask, attempt) the acknowledgement comes from."""
+        return self.task_name, self.subtask_index, self.attempt_id
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: the ACK message's payload and a checkpoint metadata entry."""
         document = asdict(self)

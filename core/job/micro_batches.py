@@ -49,6 +49,8 @@ class MicroBatchEpochs:
     """The micro-batches of a streaming query, one epoch each."""
 
     takes_requests = True
+    commits_beside_next_epoch = False
+    """Spark hands over the next micro-batch only once this one's epoch committed."""
 
     def __init__(self, run: JobRun) -> None:
         if not isinstance(run.storage.filesystem, pafs.LocalFileSystem):

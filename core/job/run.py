@@ -42,7 +42,7 @@ from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.messages import Kind, check_for_driver, decode_json
 from flintlock.core.exchange.reports import PhaseReport
 from flintlock.core.hooks.reports import PluginReport, merge_reports
-from flintlock.core.job import run_end, run_start
+from flintlock.core.job import run_commits, run_end, run_start
 from flintlock.core.job import signals as job_signals
 from flintlock.core.job.control import SIGNAL, ControlRequest, JobControl
 from flintlock.core.job.run_log import RunLog
@@ -110,6 +110,9 @@ class JobRun:
         """A stop or savepoint asked while the current epoch ran, taken at its end."""
         self.takes_requests = True
         """False for a bounded job's one epoch: no requests, no status file."""
+        self.pending_commit = run_commits.PendingCommit()
+        """The last checkpoint's commit while it runs beside the next epoch."""
+        self.epochs_checkpointed = 0  # their figures may still be on the way
 
     # ---- the run ----
 
@@ -142,36 +145,47 @@ class JobRun:
         try:
             schedule.start(position)
             while (epoch := schedule.next_epoch(position)) is not None:
-                epoch_started = time.monotonic()
+                began = time.monotonic()
                 plan, checkpoint = self._checkpointed(epoch, position)
                 if plan is None or checkpoint is None:  # its savepoint failed: the job goes on
                     schedule.savepoint_failed(epoch, position)
                     continue
                 request = epoch.request or self.request_at_epoch_end
+                ends = epoch.input_ends or (request is not None and request.action == "stop")
+                if request is None and not ends and run_commits.commits_beside(self, schedule):
+                    run_commits.beside_next_epoch(self, schedule, epoch, plan, checkpoint, began)
+                    self.advance(position, epoch, checkpoint)
+                    continue
                 self.commit_epoch(checkpoint)
-                run_end.record_epoch(self, plan, checkpoint, epoch_started)
+                run_end.record_epoch(self, plan, checkpoint, began)
                 schedule.epoch_done(epoch)
                 savepoint = self.savepoint_uri(checkpoint)
                 if request is not None:
                     self.control.answer(
                         request, savepoint=savepoint, checkpoint_id=checkpoint.checkpoint_id
                     )
-                if epoch.input_ends or (request is not None and request.action == "stop"):
+                if ends:
                     return run_end.ended(self, checkpoint, started, savepoint, epoch.input_ends)
-                position.checkpoint, position.aborted = checkpoint, []
-                position.checkpoint_id = checkpoint.checkpoint_id + 1
-                position.source_states = {uid: p.state for uid, p in epoch.planned.items()}
-                position.finished = checkpoint.finished_vertices()
-                position.restores = self.restores_after(checkpoint)
+                self.advance(position, epoch, checkpoint)
+            self.pending_commit.wait()
             return run_end.stopped(self, position.checkpoint, started, None)
-        except Exception as failure:
-            error = run_end.failed_run(self, failure)
-            if error is failure:
+        except BaseException as failure:
+            self.pending_commit.wait_noting(failure)
+            error = run_end.failed_run(self, failure) if isinstance(failure, Exception) else None
+            if error is None or error is failure:
                 raise
             raise error from failure
         finally:
             self.epoch_end_savepoint = as_planned
             schedule.close()
+
+    def advance(self, position: Position, epoch: Epoch, checkpoint: CompletedCheckpoint) -> None:
+        """Move ``position`` past ``epoch``, whose ``checkpoint`` completed."""
+        position.checkpoint, position.aborted = checkpoint, []
+        position.checkpoint_id = checkpoint.checkpoint_id + 1
+        position.source_states = {uid: p.state for uid, p in epoch.planned.items()}
+        position.finished = checkpoint.finished_vertices()
+        position.restores = self.restores_after(checkpoint)
 
     def _checkpointed(
         self, epoch: Epoch, position: Position
@@ -185,6 +199,8 @@ class JobRun:
         kind: Literal["checkpoint", "savepoint"] = "savepoint" if savepoint else "checkpoint"
         barrier = CheckpointBarrier(epoch.checkpoint_id, kind, final=epoch.input_ends)
         self.request_at_epoch_end = None
+        if request is not None:  # a commit's failure fails the job, never only a request
+            self.pending_commit.wait()
         try:
             root = self.savepoint_root(epoch.checkpoint_id) if savepoint else None
             plan = self.plan(
@@ -268,7 +284,7 @@ class JobRun:
             self.storage, plan.job_name, plan.run_id, master.transformations
         )
         job_signals.check_canceled()
-        epoch = len(self.epochs) + 1  # the number its figures will carry
+        epoch = self.epochs_checkpointed + 1  # the number its figures will carry
         running = epoch_running(plan.job_name, epoch, plan.barrier.checkpoint_id, plan.run_id)
         frames = self.epoch_frames
         with failures, running as job:
@@ -279,10 +295,11 @@ class JobRun:
         # the tasks' markers name a crashed worker's subtask: of no use once the job ran
         self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
         acknowledgements, root = self.epoch_end_savepoint(plan, self._read_messages(messages))
+        self.pending_commit.wait()  # the last checkpoint's commit, beside this epoch
         details = run_start.checkpoint_details(self)
         if planned is not None:
             details["sources"] = {uid: p.state for uid, p in planned.items()}
-        return self.coordinator.complete(
+        checkpoint = self.coordinator.complete(
             plan.barrier.checkpoint_id,
             plan.run_id,
             plan.barrier.final,
@@ -291,25 +308,17 @@ class JobRun:
             details,
             snapshot_root=root,
         )
+        self.epochs_checkpointed += 1
+        return checkpoint
 
     def commit_epoch(self, checkpoint: CompletedCheckpoint) -> None:
         """Once the checkpoint completed: the commit (a failure fails the job, never only
-        a request: the next start completes it), cleanup, retention."""
+        a request: the next start completes it), what dead attempts of the epoch staged
+        (a worker killed mid-epoch), retention."""
         self.coordinator.commit(checkpoint, self.sinks)
-        for name, (source, _) in self.sources.items():  # the enumerators hear of it
-            if self.uids[name] in checkpoint.sources:
-                source.notify_checkpoint_complete(
-                    checkpoint.checkpoint_id, checkpoint.sources[self.uids[name]]
-                )
-        # what dead attempts of this epoch staged (a worker killed mid-epoch) goes now
+        run_commits.notify_sources(self, checkpoint)
         self.abort_uncommitted(checkpoint.committables)
-        self.coordinator.retain(self.config.retained_checkpoints)
-        for name, sink in self.sinks.items():  # a collect sink holds this epoch's rows
-            table = getattr(sink, "result", None)
-            path = getattr(sink, "result_path", None)
-            if table is not None and path is not None:
-                self.collected.setdefault(name, []).append(table)
-                self.collected_paths.setdefault(name, []).append(path)
+        run_commits.retain_and_collect(self)
 
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""
@@ -345,8 +354,7 @@ class JobRun:
                 reports.append(PluginReport.from_json(document))
         merge_reports(self.config.plugins, reports)  # to the plugins, through their hook
         return [  # times of close come after the ack
-            replace(ack, lifecycle_phases=phases.get(ack_attempt(ack), {}))
-            for ack in acknowledgements
+            replace(ack, lifecycle_phases=phases.get(ack.attempt, {})) for ack in acknowledgements
         ]
 
     # ---- savepoints ----
@@ -390,8 +398,3 @@ class JobRun:
     def checkpoint_uri(self, checkpoint_id: int) -> str:
         """A completed checkpoint's folder as users pass it back (with its scheme)."""
         return self.storage.uri(self.folder.checkpoint_dir(checkpoint_id))
-
-
-def ack_attempt(ack: TaskAcknowledgement) -> tuple[str, int, int]:
-    """The (task, subtask, attempt) an acknowledgement comes from."""
-    return ack.task_name, ack.subtask_index, ack.attempt_id

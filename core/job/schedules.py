@@ -73,6 +73,10 @@ class Schedule(Protocol):
     takes_requests: bool
     """False: savepoint and stop requests wait for the run's end (a bounded job)."""
 
+    commits_beside_next_epoch: bool
+    """True: the next epoch may run while a checkpoint's commit does (``epoch_done``
+    comes later); False: each epoch waits for the commit before it."""
+
     def start(self, position: Position) -> None:
         """The run starts at ``position``."""
 
@@ -98,6 +102,7 @@ class TriggeredEpochs:
         self.run = run
         self.trigger = run.trigger
         self.takes_requests = bool(run.sources)
+        self.commits_beside_next_epoch = True
         self.epochs = 0
         self.last_start = time.monotonic()
 

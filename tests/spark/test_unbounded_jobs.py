@@ -17,6 +17,7 @@ from pyspark import cloudpickle
 from unbounded_jobs import (
     FAR,
     KEYS,
+    CommitLooksForTheNextEpoch,
     SlowRunningSum,
     build,
     committed_rows,
@@ -200,6 +201,31 @@ def test_available_now_reads_to_the_end_and_finishes(
     rows, timers = data_and_timer_rows(committed_rows(base))
     assert sorted(r["id"] for r in rows) == list(range(1000))
     assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(1000)).items())
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_a_commit_runs_beside_the_next_epoch_where_every_sink_allows_it(
+    spark: Any, tmp_path: Path, beside: bool
+) -> None:
+    """Checkpoint N's commit runs while epoch N+1's Spark job does (the final one in
+    line, before the job ends); a sink that does not allow it commits between epochs.
+    Either way every row once, and the epochs' figures in order."""
+    base, notes = str(tmp_path), tmp_path / "commits.jsonl"
+    sink = CommitLooksForTheNextEpoch(f"{base}/out", str(notes), "beside", beside)
+    result = build(spark, base, end=1000, sink=sink).execute(
+        "beside", trigger=EpochTrigger.available_now()
+    )
+    assert (result.status, result.epochs) == ("FINISHED", 4)
+    seen = [json.loads(line) for line in notes.read_text().splitlines()]
+    if beside:  # each commit saw the next epoch under way; the last had none after it
+        assert seen == [[1, 2], [2, 3], [3, 4], [4, None]]
+    else:
+        assert seen == [[1, None], [2, None], [3, None], [4, None]]
+    rows, timers = data_and_timer_rows(committed_rows(base))
+    assert sorted(r["id"] for r in rows) == list(range(1000))
+    assert sorted((r["k"], r["total"]) for r in timers) == sorted(one_pass(range(1000)).items())
+    figures = JobClient(f"{base}/chk", "beside").status()["epochs"]
+    assert [(f["epoch"], f["checkpoint_id"]) for f in figures] == [(n, n) for n in (1, 2, 3, 4)]
 
 
 def test_once_runs_one_epoch_and_the_next_start_continues(spark: Any, tmp_path: Path) -> None:

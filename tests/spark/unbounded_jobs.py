@@ -10,6 +10,7 @@ after KILL_AFTER epochs (before the next one starts), once; MODE is the FileSink
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -129,6 +130,29 @@ class CommitFailsOnceAt(FileSink):
             with open(self.marker, "w") as marker:
                 marker.write("failed once")
             raise OSError("injected: the store went away after one file")
+
+
+class CommitLooksForTheNextEpoch(FileSink):
+    """A FileSink whose commit of each checkpoint notes (a JSON line in ``notes``) the
+    checkpoint of the job's epoch running meanwhile: it waits up to a minute for one
+    past its own when commits may run beside the next epoch, and looks once when not."""
+
+    def __init__(self, path: str, notes: str, job_name: str, beside: bool) -> None:
+        super().__init__(path)
+        self.notes, self.job_name = notes, job_name
+        self.commits_beside_next_epoch = beside
+
+    def commit(self, context: Any, committables: list[Any]) -> None:
+        deadline = time.monotonic() + (60.0 if self.commits_beside_next_epoch else 0.0)
+        while True:
+            job = running_epoch(self.job_name)
+            running = job.checkpoint_id if job is not None else None
+            if (running or 0) > context.checkpoint_id or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        with open(self.notes, "a") as notes:
+            notes.write(json.dumps([context.checkpoint_id, running]) + "\n")
+        super().commit(context, committables)
 
 
 def build(
