@@ -267,6 +267,7 @@ class DelegatingSink(TwoPhaseCommitSink):
     def __init__(self, inner: TwoPhaseCommitSink) -> None:
         self.inner = inner
         self.name = inner.name
+        self.commits_beside_next_epoch = inner.commits_beside_next_epoch  # as the inner's
 
     def __getattr__(self, attribute: str) -> Any:
         """Other attributes (a collect sink's ``result``) are the inner sink's."""

@@ -247,4 +247,5 @@ def test_the_chaos_wrapper_pickles_under_the_inner_sinks_name(tmp_path: Path) ->
     fault = Fault("f00-sink-write", "sink", "write", 1, 3)
     wrapper = cloudpickle.loads(cloudpickle.dumps(FaultySink(inner, str(tmp_path), [fault])))
     assert wrapper.name == inner.name and wrapper.faults == [fault]
+    assert wrapper.commits_beside_next_epoch is inner.commits_beside_next_epoch is True
     assert wrapper.committed_files() == []  # other attributes are the inner sink's

@@ -318,9 +318,11 @@ Q11 = Query(
             FROM stamped
         ),
         sessions AS (
+            -- ties: the bid that may start a session sorts first, so every bid of its time
+            -- joins it (each window function orders ties on its own, in any order)
             SELECT bidder, t,
                 sum(starts_session) OVER (
-                    PARTITION BY bidder ORDER BY t ROWS UNBOUNDED PRECEDING
+                    PARTITION BY bidder ORDER BY t, starts_session DESC ROWS UNBOUNDED PRECEDING
                 ) AS session
             FROM starts
         )
