@@ -5,11 +5,11 @@ When the schedule and every sink allow it (``Schedule.commits_beside_next_epoch`
 ``TwoPhaseCommitSink.commits_beside_next_epoch``), a completed checkpoint's commit, the
 retention of old checkpoints and the epoch's figures run on a thread of their own while
 the next epoch's Spark job runs: on an object store they are most of the driver's
-requests between two epochs (bench/RESULTS.md, "W4 on S3 after the request cuts"). One
-commit at a time; the run waits for it before the next checkpoint completes, so at most
-one completed checkpoint is ever uncommitted, as when commits run in line, and a driver
-killed at any moment leaves what a restart already finishes (a completed checkpoint's
-commit, a dead epoch's staged data)."""
+requests between two epochs (bench/RESULTS.md, "W4 on S3 with commits beside the next
+epoch"). One commit at a time; the run waits for it before the next checkpoint
+completes, so at most one completed checkpoint is ever uncommitted, as when commits run
+in line, and a driver killed at any moment leaves what a restart already finishes (a
+completed checkpoint's commit, a dead epoch's staged data)."""
 
 from __future__ import annotations
 
