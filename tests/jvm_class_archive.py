@@ -5,8 +5,9 @@ first Python task on two cores), and the suite starts hundreds of them (each kil
 driver of the chaos suites is one). Spark's semantics do not change.
 
 Made on first use into the test cache (tests/jar_cache.py) by running flintlock's main
-example with ``-XX:ArchiveClassesAtExit``, keyed by the Java build and the pyspark install
-(an archive only fits the JDK and class path it was made with)."""
+example with ``-XX:ArchiveClassesAtExit``, keyed by the Java build and the pyspark install,
+its jars' sizes and times included (an archive only fits the JDK and the class path it
+was made with)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,24 @@ def archive_option(java_options: str) -> str:
     import pyspark
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    key = hashlib.sha256(f"{java}|{pyspark.__file__}|{java_options}".encode()).hexdigest()
+    jars = _jars_as_installed(Path(pyspark.__file__).parent / "jars")
+    key = hashlib.sha256(f"{java}|{pyspark.__file__}|{jars}|{java_options}".encode()).hexdigest()
     folder = fill_once(
         f"jvm-class-archive-{key[:16]}",
         lambda folder: (folder / ARCHIVE).is_file(),
         lambda partial: _make(partial / ARCHIVE, java_options),
     )
     return f"-XX:SharedArchiveFile={folder / ARCHIVE}"
+
+
+def _jars_as_installed(folder: Path) -> str:
+    """Each of Spark's jars with its size and time: the JVM refuses an archive (with a
+    warning on standard output) once a jar on its class path is not the one it was made
+    with, e.g. pyspark installed again at the same path by a fresh venv."""
+    found = sorted(
+        (jar.name, jar.stat().st_size, jar.stat().st_mtime_ns) for jar in folder.glob("*.jar")
+    )
+    return repr(found)
 
 
 def _make(archive: Path, java_options: str) -> None:

@@ -127,7 +127,7 @@ class TriggeredEpochs:
             if request is not None or epoch.input_ends or self._has_work(epoch, position):
                 self.epochs += 1
                 return epoch
-            if self.trigger.kind == "available_now" and run.epochs:
+            if self.trigger.kind == "available_now" and run.epochs_checkpointed:
                 return None  # nothing more right now
             if self.trigger.kind != "processing_time" or self.trigger.interval_seconds:
                 self.epochs += 1
