@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 
 from flintlock import SinkOutputError
 from flintlock.plugin_api import CommitContext, list_folder
-from flintlock.sinks.files_s3 import s3_of
+from flintlock.sinks.files_s3 import S3Files, error_code, s3_of
 
 REGISTRY = "_flintlock"
 """``<path>/_flintlock/<job id>.json``: which job (and runs) wrote the files in ``path``."""
@@ -32,12 +32,42 @@ def register(filesystem: pafs.FileSystem, base: str, context: CommitContext) -> 
     """Record that this job's run writes here (names the owner in later errors)."""
     path = registry_file(base, context.job_id)
     document = _owner(context) | {"run_ids": [context.run_id]}
+    s3 = S3Files.of(filesystem, base)
+    if s3 is not None:  # a read and a write: no lookup first, no multipart upload
+        bucket, key = s3.locate(path)
+        there = _read_on_s3(s3, path)
+        if there is None or context.run_id not in there.get("run_ids", []):
+            runs = there.get("run_ids", []) if there is not None else []
+            document["run_ids"] = sorted(set(runs) | {context.run_id})
+            body = json.dumps(document, sort_keys=True).encode()
+            s3.call("write", s3.client.put_object, Bucket=bucket, Key=key, Body=body)
+        return
     if exists(filesystem, path):
         runs = _read_json(filesystem, path).get("run_ids", [])
         if context.run_id in runs:
             return
         document["run_ids"] = sorted(set(runs) | {context.run_id})
     _write_json(filesystem, path, document)
+
+
+def _read_on_s3(s3: S3Files, path: str) -> dict[str, Any] | None:
+    """The registry document at ``path`` on S3 (one GetObject), None if there is none."""
+    bucket, key = s3.locate(path)
+    try:
+        data = s3.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except Exception as error:
+        if error_code(error) in ("NoSuchKey", "404"):
+            return None
+        message = f"the file sink cannot read its bookkeeping file {path}: {error}"
+        raise SinkOutputError(message) from error
+    try:
+        document = json.loads(data)
+    except ValueError as error:
+        message = f"the file sink's bookkeeping file {path} is damaged: {error}"
+        raise SinkOutputError(message) from error
+    if not isinstance(document, dict):
+        raise SinkOutputError(f"the file sink's bookkeeping file {path} is damaged")
+    return document
 
 
 def registry_file(base: str, job_id: str) -> str:

@@ -150,7 +150,7 @@ class S3Files:
         try:
             listed = self.client.list_parts(**at, MaxParts=10000)
         except Exception as error:
-            if _code(error) != "NoSuchUpload":
+            if error_code(error) != "NoSuchUpload":
                 raise CommittableError(
                     f"cannot list the parts of s3://{file['bucket']}/{file['key']}: {error}{stuck}"
                 ) from error
@@ -173,7 +173,7 @@ class S3Files:
         try:
             self.client.complete_multipart_upload(**at, MultipartUpload={"Parts": parts})
         except Exception as error:
-            if _code(error) != "NoSuchUpload":
+            if error_code(error) != "NoSuchUpload":
                 raise CommittableError(
                     f"cannot complete the upload of s3://{file['bucket']}/{file['key']}: "
                     f"{error}{stuck}"
@@ -195,7 +195,7 @@ class S3Files:
         try:
             head = self.client.head_object(Bucket=file["bucket"], Key=file["key"])
         except Exception as error:
-            if _code(error) not in ("404", "NoSuchKey", "NotFound"):
+            if error_code(error) not in ("404", "NoSuchKey", "NotFound"):
                 raise CommittableError(f"cannot read {where}: {error}{stuck}") from error
             raise CommittableError(
                 f"the multipart upload {file['upload_id']} of {where} is gone and was never "
@@ -338,7 +338,7 @@ def _requests() -> ThreadPoolExecutor:
     return _pool[0]
 
 
-def _code(error: Exception) -> str:
+def error_code(error: Exception) -> str:
     """The S3 error code of a botocore ClientError ("" for any other error)."""
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))

@@ -87,6 +87,11 @@ class FaultInjectingProxy:
         of arrival."""
         self.upstream_seconds: Counter[str] = Counter()
         """Operation -> seconds its forwarded requests took at the server, all told."""
+        self.gate: tuple[str, threading.Barrier] | None = None
+        self.met: list[bool] = []
+        self.admitted = 0
+        """Per request held at the gate (``hold_until_together``): whether the others came
+        while it was held."""
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,6 +109,7 @@ class FaultInjectingProxy:
                     proxy.counts[operation] += 1
                     proxy.requests.append((operation, urlsplit(self.path).path))
                     proxy.targets.append((operation, self.path, time.monotonic()))
+                proxy.wait_at_gate(operation)
                 status = proxy.take_fault(operation, self.path)
                 if status is not None:
                     self._answer_error(status)
@@ -180,6 +186,32 @@ class FaultInjectingProxy:
         with self.lock:
             self.pending[(operation, where)] = (count, status)
             self.injected[operation] = 0
+
+    def hold_until_together(self, operation: Operation, parties: int, most: float = 20.0) -> None:
+        """Hold each of the next ``parties`` requests of ``operation`` until all of them
+        arrived (``met`` then says True for each): requests sent side by side meet, one
+        sent after another's answer never does (each gives up after ``most`` seconds, a
+        bound on the test's time, not a condition of its outcome)."""
+        with self.lock:
+            self.gate = (operation, threading.Barrier(parties, timeout=most))
+            self.met, self.admitted = [], 0
+
+    def wait_at_gate(self, operation: str) -> None:
+        """Hold a request at the gate, if it is one of those it waits for."""
+        with self.lock:
+            gate = self.gate
+            if gate is None or gate[0] != operation:
+                return
+            if self.admitted >= gate[1].parties:
+                return  # the gate is full: later requests pass
+            self.admitted += 1
+        try:
+            gate[1].wait()
+            met = True
+        except threading.BrokenBarrierError:
+            met = False
+        with self.lock:
+            self.met.append(met)
 
     def take_fault(self, operation: str, target: str = "") -> int | None:
         """The status to answer this request with, or None to forward it."""

@@ -358,7 +358,7 @@ def test_a_task_that_cannot_write_to_checkpoint_storage_names_flintlocks_own_fil
 
     storage = CheckpointStorage.from_uri(str(tmp_path))
     info = TaskInfo("orders-source", "source", 1, 2, run_id="run1", job_name="orders")
-    blocked = Path(task_markers_dir(storage, "orders", "run1"))
+    blocked = Path(task_markers_dir(storage, "orders", "run1", info.epoch))
     blocked.parent.mkdir(parents=True)
     blocked.write_text("a file where the markers' folder goes")
     with pytest.raises(LifecycleError) as failure:

@@ -5,14 +5,22 @@ uninterrupted run computed in plain Python."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from flintlock import ListStateDescriptor, OneInputStreamOperator, ValueStateDescriptor
-from flintlock.core.checkpoint.snapshots import TaskSnapshot
+from flintlock import (
+    CheckpointError,
+    ListStateDescriptor,
+    OneInputStreamOperator,
+    ValueStateDescriptor,
+)
+from flintlock.core.checkpoint.snapshots import StateFile, TaskSnapshot
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.exchange.key_groups import key_group_of, subtask_for_key_group
+from flintlock.core.state.operator_state import OperatorStateStore
 from flintlock.testing import OneInputHarness, rescale
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64())])
@@ -180,3 +188,31 @@ def test_timers_move_with_their_key_groups_and_fire_once(before: int, after: int
         fired += [(r["k"], r["ts"]) for r in out]
         harness.complete(2)
     assert sorted(fired) == sorted({(r["k"], r["v"]) for r in rows} - set(fired_before))
+
+
+def test_at_the_same_parallelism_a_subtask_reads_only_its_own_split_state(
+    tmp_path: Path,
+) -> None:
+    """Split list state at an unchanged parallelism stays with its subtask, so the other
+    subtasks' files are never read (a request each on an object store); union state needs
+    them all, and reads them."""
+    storage = CheckpointStorage.from_uri(str(tmp_path))
+    own = f"{storage.base_path}/0/operator-seen.arrow"
+    storage.write_table(own, pa.table({"value": [1, 2]}))
+    gone = f"{storage.base_path}/1/operator-seen.arrow"  # never written: reading it fails
+
+    def restored(mode: str) -> OperatorStateStore:
+        store = OperatorStateStore(subtask_index=0, parallelism=2)
+        store.restore(
+            storage,
+            [
+                (0, 2, [StateFile("seen", "list", own, mode)]),
+                (1, 2, [StateFile("seen", "list", gone, mode)]),
+            ],
+        )
+        return store
+
+    seen = ListStateDescriptor("seen", pa.int64())
+    assert list(restored("split").get_list_state(seen).get()) == [1, 2]
+    with pytest.raises(CheckpointError, match=f"{gone} is missing"):
+        restored("union").get_union_list_state(seen)

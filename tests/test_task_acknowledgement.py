@@ -57,13 +57,28 @@ def test_the_driver_reads_back_exactly_what_the_task_sent(tmp_path: Path) -> Non
     assert ack.records_in == 3 and ack.finished and ack.manifest_path.endswith("_task.json")
     assert TaskAcknowledgement.from_json(json.loads(json.dumps(ack.to_json()))) == ack
     assert "vertex" not in replace(ack, vertex=None).to_json()  # as before it left its task
+    # its manifest's document rides along, so the run's next epoch reads no file back
+    assert ack.manifest == json.loads(Path(ack.manifest_path).read_text())
+
+
+def test_a_run_restores_from_the_manifests_its_acknowledgements_carried(tmp_path: Path) -> None:
+    coordinator, ack, metadata = completed(tmp_path)
+    storage = coordinator.storage
+    before = load_checkpoint(str(metadata.parent), storage, own_job=True)
+    Path(ack.manifest_path).unlink()  # only the acknowledgement has it now
+    after = load_checkpoint(str(metadata.parent), storage, own_job=True, sent=[ack])
+    assert after.subtasks == before.subtasks and after.subtasks[0].operators
+    with pytest.raises(CheckpointError, match=f"{ack.manifest_path} is missing"):
+        load_checkpoint(str(metadata.parent), storage, own_job=True)  # read: the file
 
 
 def test_metadata_records_each_acknowledgement_as_the_task_sent_it(tmp_path: Path) -> None:
     coordinator, ack, metadata = completed(tmp_path)
     recorded = json.loads(metadata.read_text())["acknowledgements"]
     # the ACK message's JSON, key for key: what every checkpoint recorded (keys sorted)
-    assert recorded == [{**asdict(replace(ack, vertex=None)), "vertex": 0}]
+    sent_fields = asdict(replace(ack, vertex=None))
+    assert sent_fields.pop("manifest") is not None  # the message's copy: never in metadata
+    assert recorded == [{**sent_fields, "vertex": 0}]
     latest = coordinator.latest()
     assert latest is not None and latest.acknowledgements == [ack]
     assert latest.finished_vertices() == {ack.task_name: 1}

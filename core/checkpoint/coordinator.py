@@ -41,12 +41,7 @@ COMMITTED = "_committed.json"
 RUN_FOLDER = re.compile(r"[0-9a-f]{12}")
 """A run's folder in the job's folder (``JobMaster.new_run_id``)."""
 
-__all__ = [
-    "CheckpointCoordinator",
-    "CheckpointError",
-    "CommitError",
-    "CompletedCheckpoint",
-]
+__all__ = ["CheckpointCoordinator", "CheckpointError", "CommitError", "CompletedCheckpoint"]
 
 
 @dataclass
@@ -79,6 +74,7 @@ class CheckpointCoordinator:
         self.directory = folder.checkpoints
         self.commit_log = CommitLog(folder)
         self._documents: dict[str, dict[str, Any]] = {}  # folder -> metadata: created once
+        self._committed_through = 0  # every completed checkpoint up to it: committed here
 
     def complete(
         self,
@@ -198,6 +194,7 @@ class CheckpointCoordinator:
     def fence_next(self, run_id: str) -> int:
         """Occupy the next checkpoint id with a fence (``fences.fence_next``)."""
         self.commit_log.forget()
+        self._committed_through = 0
         path_of = partial(self.folder.checkpoint_file, name=METADATA)
         return fence_next(self.folder, run_id, self.highest_id, path_of)
 
@@ -226,10 +223,13 @@ class CheckpointCoordinator:
         for earlier in self.uncommitted_before(checkpoint.checkpoint_id):
             self._commit_one(earlier, sinks)
         self._commit_one(checkpoint, sinks)
+        self._committed_through = checkpoint.checkpoint_id
 
     def uncommitted_before(self, checkpoint_id: int) -> list[CompletedCheckpoint]:
         """The completed checkpoints below ``checkpoint_id`` whose commit is pending, oldest
-        first."""
+        first. None if this driver committed every one up to ``checkpoint_id - 1``."""
+        if 0 < self._committed_through == checkpoint_id - 1:
+            return []
         pending = []
         for info in self._entries():
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)
@@ -345,6 +345,7 @@ class CheckpointCoordinator:
         that is damaged or of another job, is a CheckpointError naming the file: a
         checkpoint is never skipped silently (an older one would re-run committed data)."""
         self._documents.clear()  # what the storage holds now, damage included
+        self._committed_through = 0
         ids = []
         for info in list_folder(self.storage.filesystem, self.directory):
             match = CHECKPOINT_FOLDER.fullmatch(info.base_name)

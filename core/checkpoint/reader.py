@@ -9,6 +9,7 @@ of another job or subtask, so a restore can refuse before anything runs.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,7 @@ def load_checkpoint(
     *,
     own_job: bool = False,
     published: dict[str, Any] | None = None,
+    sent: Sequence[TaskAcknowledgement] = (),
 ) -> Checkpoint:
     """The checkpoint at ``path``: a ``chk-<N>`` folder, or a job's folder (its latest).
 
@@ -159,7 +161,8 @@ def load_checkpoint(
     foreign (another job's, checkpoint's or subtask's) files are CheckpointErrors naming
     the file. ``own_job``: the driver reads a checkpoint its job folder holds (its
     identity checked at the start; ``committed`` left False), in fewer requests, from
-    the metadata it ``published`` if given."""
+    the metadata it ``published`` and the manifests its subtasks ``sent`` in their
+    acknowledgements, if given."""
     storage = storage_at(path, storage)
     document = published or storage.read_json(f"{storage.base_path}/{METADATA}", if_there=True)
     folder = storage.base_path
@@ -193,7 +196,8 @@ def load_checkpoint(
     if not own_job:
         _check_job_identity(storage, folder, metadata, job_name, job_id)
     acknowledgements = read_acknowledgements(recorded, metadata)
-    subtasks = _read_manifests(storage, acknowledgements, checkpoint_id, metadata)
+    known = {ack.attempt: ack.manifest for ack in sent if ack.manifest is not None}
+    subtasks = _read_manifests(storage, acknowledgements, checkpoint_id, metadata, known)
     default_max = subtasks[0].max_parallelism if subtasks else 128
     return Checkpoint(
         path=folder,
@@ -308,24 +312,32 @@ def _read_manifests(
     acknowledgements: list[TaskAcknowledgement],
     checkpoint_id: int,
     metadata: str,
+    known: dict[tuple[str, int, int], dict[str, Any]],
 ) -> list[TaskSnapshot]:
-    """Every subtask's manifest, in the acknowledgements' order; on an object store a few
-    at a time (each is a request's round trip, and a run reads them between two epochs)."""
+    """Every subtask's manifest, in the acknowledgements' order: the ``known`` documents
+    (by attempt) as they are, the others read, on an object store a few at a time (each
+    is a request's round trip, and a run reads them between two epochs)."""
 
     def read(ack: TaskAcknowledgement) -> TaskSnapshot:
-        return _read_manifest(storage, ack, checkpoint_id, metadata)
+        return _read_manifest(storage, ack, checkpoint_id, metadata, known.get(ack.attempt))
 
-    if len(acknowledgements) < 2 or not is_object_store(storage.filesystem):
+    unknown = sum(ack.attempt not in known for ack in acknowledgements)
+    if unknown < 2 or not is_object_store(storage.filesystem):
         return [read(ack) for ack in acknowledgements]
     with ThreadPoolExecutor(max_workers=min(MANIFEST_READS, len(acknowledgements))) as pool:
         return list(pool.map(read, acknowledgements))
 
 
 def _read_manifest(
-    storage: CheckpointStorage, ack: TaskAcknowledgement, checkpoint_id: int, metadata: str
+    storage: CheckpointStorage,
+    ack: TaskAcknowledgement,
+    checkpoint_id: int,
+    metadata: str,
+    document: dict[str, Any] | None = None,
 ) -> TaskSnapshot:
     path, task, subtask = ack.manifest_path, ack.task_name, ack.subtask_index
-    document = storage.read_json(path)
+    if document is None:
+        document = storage.read_json(path)
     try:
         snapshot = TaskSnapshot.from_json(document, parent_folder(path))
     except (KeyError, TypeError, ValueError, AttributeError) as error:

@@ -197,6 +197,9 @@ class TaskAcknowledgement:
     """The subtask's metrics of the epoch (core/metrics/subtask.py); empty when off."""
     vertex: int | None = None
     """The acknowledging vertex's id, set as the acknowledgement leaves its task."""
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    """The manifest's document as the subtask wrote it: the run's next epoch restores from
+    it without reading the file back (a request on an object store). Never in metadata."""
 
     @property
     def attempt(self) -> tuple[str, int, int]:
@@ -206,8 +209,9 @@ class TaskAcknowledgement:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: the ACK message's payload and a checkpoint metadata entry."""
         document = asdict(self)
-        if self.vertex is None:
-            del document["vertex"]
+        for optional in ("vertex", "manifest"):
+            if document[optional] is None:
+                del document[optional]
         return document
 
     @classmethod
@@ -274,6 +278,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "lifecycle_phases": (dict,),
     "metrics": (dict,),
     "vertex": (int, type(None)),
+    "manifest": (dict, type(None)),
 }
 """Each field of an acknowledgement in JSON and the types it may have there."""
 
@@ -296,6 +301,8 @@ def relative_manifests(
 ) -> list[dict[str, Any]]:
     """Acknowledgements as metadata in ``folder`` records them: manifests under it relative."""
     return [
-        replace(ack, manifest_path=relative_path(folder, ack.manifest_path)).to_json()
+        replace(
+            ack, manifest_path=relative_path(folder, ack.manifest_path), manifest=None
+        ).to_json()
         for ack in acknowledgements
     ]

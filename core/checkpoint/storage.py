@@ -7,6 +7,7 @@ that name the file are in one place (CONTRIBUTING.md, "Checkpoint format")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from flintlock.core.checkpoint.retries import retrying
 from flintlock.core.errors import CheckpointError, StorageError
 from flintlock.core.storage.conditional import create_once, replace_if
 from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
+from flintlock.core.storage.side_by_side import SideBySide
 from flintlock.core.storage.whole_objects import (
     delete,
     delete_tree,
@@ -92,6 +94,7 @@ class CheckpointStorage:
         )
         """What turns a path on this storage back into the URI it came from (``s3://``;
         nothing for a local path)."""
+        self._side_by_side = SideBySide(retrying)
         self._sizes: dict[str, int] = {}
         """Sizes of the Arrow files this process wrote to an object store, until asked
         (``written_size``): a lookup per file is a request there."""
@@ -150,7 +153,7 @@ class CheckpointStorage:
             with pa.ipc.new_file(buffer, table.schema) as writer:
                 writer.write_table(table)
             data = buffer.getvalue()
-            put(self.filesystem, path, data)
+            self._side_by_side.write(path, lambda: put(self.filesystem, path, data))
             self._remember_size(path, len(data))
             return len(data)
         self._make_parent(path)
@@ -208,7 +211,15 @@ class CheckpointStorage:
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         self._make_parent(path)
-        put(self.filesystem, path, data)
+        self._side_by_side.write(path, lambda: put(self.filesystem, path, data))
+
+    def writes_side_by_side(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block, this thread's ``write_table`` and ``write_json`` to an object
+        store go out side by side (each a request's round trip); all are written, or the
+        first failure raised, when it ends. A no-op on other file systems."""
+        if is_object_store(self.filesystem):
+            return self._side_by_side.block()
+        return contextlib.nullcontext()
 
     def output_stream(self, path: str) -> pa.NativeFile:
         """A stream to write ``path`` through, closed by ``close_output_stream``: on an

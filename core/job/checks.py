@@ -32,6 +32,7 @@ from flintlock.core.errors import (
 )
 from flintlock.core.plan.graph import Transformation
 from flintlock.core.storage.options import NO_OPTIONS, StorageOptions
+from flintlock.core.storage.whole_objects import delete, get, is_object_store, put
 
 MAX_DEPTH = 8
 """How deep the search for the attribute that cannot be pickled goes."""
@@ -201,13 +202,12 @@ def check_checkpoint_directory(checkpoint_dir: str, options: StorageOptions = NO
     probe = f"{base.rstrip('/')}/.flintlock-probe-{uuid.uuid4().hex}"
     data = b"flintlock checks this folder takes files before the job starts\n"
     try:
-        filesystem.create_dir(base, recursive=True)
-        with filesystem.open_output_stream(probe) as out:
-            out.write(data)
-        with filesystem.open_input_stream(probe) as back:
-            if back.read() != data:
-                raise OSError("the file read back differs from what was written")
-        filesystem.delete_file(probe)
+        if not is_object_store(filesystem):  # a folder there is a key prefix, made by the write
+            filesystem.create_dir(base, recursive=True)
+        put(filesystem, probe, data)  # one request each on an object store
+        if get(filesystem, probe) != data:
+            raise OSError("the file read back differs from what was written")
+        delete(filesystem, probe)
     except (OSError, pa.ArrowException) as error:
         raise CheckpointDirectoryError(
             f"checkpoint directory '{checkpoint_dir}' is not writable: {error}; give a "

@@ -22,9 +22,7 @@ import pyarrow as pa
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
 from flintlock.core.checkpoint.finished_subtasks import finished_subtasks
-from flintlock.core.checkpoint.reader import load_checkpoint
 from flintlock.core.checkpoint.restore import (
-    RestoreSource,
     finished_in,
     operator_uids,
     plan_restores,
@@ -50,7 +48,7 @@ from flintlock.core.job.schedules import Epoch, Position, Schedule
 from flintlock.core.metrics.recorder import MetricsRecorder
 from flintlock.core.plan.execution import ExecutionPlan
 from flintlock.core.sources.epochs import EpochSplits
-from flintlock.core.spark.failures import spark_failures_as_flintlock_errors, task_markers_dir
+from flintlock.core.spark.failures import spark_failures_as_flintlock_errors
 from flintlock.core.spark.job_group import epoch_running
 from flintlock.core.spark.run_settings import RunSettings
 from flintlock.core.spark.source_partitions import SourcePartitionCounts
@@ -113,6 +111,9 @@ class JobRun:
         self.pending_commit = run_commits.PendingCommit()
         """The last checkpoint's commit while it runs beside the next epoch."""
         self.epochs_checkpointed = 0  # their figures may still be on the way
+        self.none_asked_at_epoch_end = False
+        """The epoch's end found no request: the next look (the next epoch's plan, a
+        moment later) needs no request to the job folder; the epoch after's end looks."""
 
     # ---- the run ----
 
@@ -185,7 +186,7 @@ class JobRun:
         position.checkpoint_id = checkpoint.checkpoint_id + 1
         position.source_states = {uid: p.state for uid, p in epoch.planned.items()}
         position.finished = checkpoint.finished_vertices()
-        position.restores = self.restores_after(checkpoint)
+        position.restores = run_start.restores_after(self, checkpoint)
 
     def _checkpointed(
         self, epoch: Epoch, position: Position
@@ -227,6 +228,9 @@ class JobRun:
         job_signals.check_canceled()
         if job_signals.stop_requested():
             return ControlRequest(SIGNAL, "stop", run_id=self.run_id)
+        if self.none_asked_at_epoch_end:
+            self.none_asked_at_epoch_end = False
+            return None
         return self.control.next_request(self.run_id)
 
     # ---- one epoch ----
@@ -281,7 +285,7 @@ class JobRun:
         nothing."""
         master = self.master
         failures = spark_failures_as_flintlock_errors(
-            self.storage, plan.job_name, plan.run_id, master.transformations
+            self.storage, plan.job_name, plan.run_id, master.transformations, plan.epoch
         )
         job_signals.check_canceled()
         epoch = self.epochs_checkpointed + 1  # the number its figures will carry
@@ -292,8 +296,6 @@ class JobRun:
             with self.settings.epoch(job, frames.task_property(plan) if frames.reuse else ""):
                 messages = frame.toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
-        # the tasks' markers name a crashed worker's subtask: of no use once the job ran
-        self.storage.delete_dir(task_markers_dir(self.storage, plan.job_name, plan.run_id))
         acknowledgements, root = self.epoch_end_savepoint(plan, self._read_messages(messages))
         self.pending_commit.wait()  # the last checkpoint's commit, beside this epoch
         details = run_start.checkpoint_details(self)
@@ -316,6 +318,7 @@ class JobRun:
         a request: the next start completes it), what dead attempts of the epoch staged
         (a worker killed mid-epoch), retention."""
         self.coordinator.commit(checkpoint, self.sinks)
+        run_commits.drop_task_markers(self, checkpoint)
         run_commits.notify_sources(self, checkpoint)
         self.abort_uncommitted(checkpoint.committables)
         run_commits.retain_and_collect(self)
@@ -323,15 +326,6 @@ class JobRun:
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""
         self.master.abort_uncommitted(self.run_id, keep)
-
-    def restores_after(self, checkpoint: CompletedCheckpoint) -> dict[tuple[int, int], TaskRestore]:
-        """What the next epoch restores: the checkpoint this one just completed (read
-        through the job's storage: its paths have no scheme, whatever the file system)."""
-        path = self.folder.checkpoint_dir(checkpoint.checkpoint_id)
-        published = self.coordinator.published(checkpoint.checkpoint_id)
-        stored = load_checkpoint(path, self.storage, own_job=True, published=published)
-        names = {name: name for name in stored.operators()}
-        return plan_restores(RestoreSource(stored, names, []), self.graph)
 
     def _read_messages(self, messages: pa.Table) -> list[TaskAcknowledgement]:
         """Acknowledgements for the coordinator; reports go back to their plugins. The last
@@ -379,6 +373,7 @@ class JobRun:
         if plan.barrier.final or plan.snapshot_root is not None:
             return as_planned(plan, acknowledgements)
         request = self.next_request()
+        self.none_asked_at_epoch_end = request is None
         if request is None or (request.action == "stop" and request.drain):
             return as_planned(plan, acknowledgements)
         try:

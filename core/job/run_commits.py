@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flintlock.core.job import run_end
+from flintlock.core.spark.failures import task_markers_dir
 
 if TYPE_CHECKING:
     from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
@@ -108,6 +109,7 @@ def beside_next_epoch(
 
     def commit() -> None:
         run.coordinator.commit(checkpoint, run.sinks)
+        drop_task_markers(run, checkpoint)
         retain_and_collect(run)
         run_end.record_epoch(run, plan, checkpoint, started)
 
@@ -116,6 +118,16 @@ def beside_next_epoch(
         schedule.epoch_done(epoch)
 
     run.pending_commit.start(commit, then, f"flintlock-commit-chk-{checkpoint.checkpoint_id}")
+
+
+def drop_task_markers(run: JobRun, checkpoint: CompletedCheckpoint) -> None:
+    """The markers of the checkpoint's epoch go: they name a crashed worker's subtask,
+    of no use once the epoch's checkpoint committed (each epoch's tasks write their own
+    folder, so this never races with the next epoch's)."""
+    markers = task_markers_dir(
+        run.storage, run.config.job_name, run.run_id, checkpoint.checkpoint_id
+    )
+    run.storage.delete_dir(markers)
 
 
 def notify_sources(run: JobRun, checkpoint: CompletedCheckpoint) -> None:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flintlock.core.checkpoint.coordinator import CompletedCheckpoint
-from flintlock.core.checkpoint.restore import RestoreSource, prepare_restore
+from flintlock.core.checkpoint.reader import load_checkpoint
+from flintlock.core.checkpoint.restore import RestoreSource, plan_restores, prepare_restore
+from flintlock.core.checkpoint.snapshots import TaskRestore
 from flintlock.core.errors import GraphError, RestoreError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.plan.graph import JobGraph, Transformation, build_job_graph
@@ -162,3 +164,21 @@ def job_sources(
             f"are the epochs); this one reads {names}"
         )
     return found, (streaming[0] if streaming else None), bounded
+
+
+def restores_after(
+    run: JobRun, checkpoint: CompletedCheckpoint
+) -> dict[tuple[int, int], TaskRestore]:
+    """What the run's next epoch restores: the checkpoint its last one completed (through
+    the job's storage: its paths have no scheme), from its metadata and manifests as the
+    driver has them (published, and sent in the acknowledgements: nothing read back)."""
+    checkpoint_id = checkpoint.checkpoint_id
+    stored = load_checkpoint(
+        run.folder.checkpoint_dir(checkpoint_id),
+        run.storage,
+        own_job=True,
+        published=run.coordinator.published(checkpoint_id),
+        sent=checkpoint.acknowledgements,
+    )
+    names = {name: name for name in stored.operators()}
+    return plan_restores(RestoreSource(stored, names, []), run.graph)

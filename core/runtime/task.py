@@ -172,17 +172,18 @@ class StreamTask:
         env, info = self.environment, self.info
         directory = env.storage.task_snapshot_dir(info, barrier.checkpoint_id, env.snapshot_root)
         self.mailbox.run_pending()  # what a waiting mail changes belongs in this checkpoint
-        operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
-        snapshot, manifest, size = write_manifest(
-            env.storage,
-            info,
-            barrier,
-            directory,
-            final=barrier.final and self.input_ended,
-            operators=operators,
-            ended_inputs=self.ended_input_indices(),
-            finished_at=barrier.checkpoint_id if self.input_ended else None,
-        )
+        with env.storage.writes_side_by_side():  # all written before the acknowledgement
+            operators = self.chain.snapshot_states(barrier.checkpoint_id, env.storage, directory)
+            snapshot, manifest, size = write_manifest(
+                env.storage,
+                info,
+                barrier,
+                directory,
+                final=barrier.final and self.input_ended,
+                operators=operators,
+                ended_inputs=self.ended_input_indices(),
+                finished_at=barrier.checkpoint_id if self.input_ended else None,
+            )
         self.snapshot = snapshot
         records_in = self.records_in()
         records_out = getattr(env.writer, "records_out", 0) + sum(
@@ -195,6 +196,7 @@ class StreamTask:
             attempt_id=info.attempt_id,
             manifest_path=manifest,
             size_bytes=size,
+            manifest=snapshot.to_json(),
             finished=self.input_ended,
             committables={
                 op.name: found

@@ -36,16 +36,20 @@ the job itself, or a SparkContext shut down under it."""
 _CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*|Python worker.*?(?:crashed|killed)")
 
 
-def task_markers_dir(storage: CheckpointStorage, job_name: str, run_id: str) -> str:
-    """The folder of a run's task markers (emptied after every epoch's Spark job)."""
-    return f"{storage.run_dir(job_name, run_id)}/tasks"
+def task_markers_dir(
+    storage: CheckpointStorage, job_name: str, run_id: str, checkpoint_id: int
+) -> str:
+    """The folder of the task markers of a run's epoch (the one of ``checkpoint_id``):
+    removed once the epoch committed, beside the next epoch, whose tasks write elsewhere."""
+    return f"{storage.run_dir(job_name, run_id)}/tasks/{checkpoint_id}"
 
 
 def task_marker_path(
-    storage: CheckpointStorage, job_name: str, run_id: str, attempt_id: int
+    storage: CheckpointStorage, job_name: str, run_id: str, checkpoint_id: int, attempt_id: int
 ) -> str:
-    """Where the Spark task with attempt id ``attempt_id`` notes which subtask it runs."""
-    return f"{task_markers_dir(storage, job_name, run_id)}/{attempt_id}.json"
+    """Where the Spark task with attempt id ``attempt_id`` notes which subtask of the
+    epoch of ``checkpoint_id`` it runs."""
+    return f"{task_markers_dir(storage, job_name, run_id, checkpoint_id)}/{attempt_id}.json"
 
 
 @contextlib.contextmanager
@@ -54,11 +58,13 @@ def spark_failures_as_flintlock_errors(
     job_name: str,
     run_id: str,
     transformations: Sequence[Transformation] = (),
+    checkpoint_id: int = 0,
 ) -> Iterator[None]:
     """Turn Spark's exception of the epoch's action into a flintlock error, raised without
     Spark's chain (kept on ``spark_error``); a canceled Spark job is JobCanceled, and a
     module the workers cannot import is named with the operators of ``transformations``
-    whose code uses it."""
+    whose code uses it. A crashed worker's subtask is read from the task markers of the
+    epoch of ``checkpoint_id``."""
     try:
         yield
     except FlintlockError:
@@ -79,7 +85,8 @@ def spark_failures_as_flintlock_errors(
         crash = _CRASH.search(text)
         if crash is not None:
             raise WorkerCrashedError(
-                _crash_message(storage, job_name, run_id, text, crash.group(0)), error
+                _crash_message(storage, job_name, run_id, checkpoint_id, text, crash.group(0)),
+                error,
             ) from None
         cause = python_cause(text)
         missing = _MISSING_MODULE.search(cause or "")
@@ -203,12 +210,17 @@ def _python_message(job_name: str, run_id: str, text: str, cause: str) -> str:
 
 
 def _crash_message(
-    storage: CheckpointStorage, job_name: str, run_id: str, text: str, reason: str
+    storage: CheckpointStorage,
+    job_name: str,
+    run_id: str,
+    checkpoint_id: int,
+    text: str,
+    reason: str,
 ) -> str:
     where = "a Python worker"
     tid = _TID.search(text)
     if tid is not None:
-        marker = task_marker_path(storage, job_name, run_id, int(tid.group(1)))
+        marker = task_marker_path(storage, job_name, run_id, checkpoint_id, int(tid.group(1)))
         try:
             task: dict[str, Any] = storage.read_json(marker)
             where = (

@@ -206,7 +206,7 @@ def _leave_marker(storage: CheckpointStorage, info: TaskInfo) -> None:
     """Note which subtask this Spark task runs: if its worker dies, the driver names it.
     The task's first write to checkpoint storage: a failure is flintlock's own write,
     named with its file (an executor without the storage's credentials fails here)."""
-    path = task_marker_path(storage, info.job_name, info.run_id, info.attempt_id)
+    path = task_marker_path(storage, info.job_name, info.run_id, info.epoch, info.attempt_id)
     document = {
         "task_name": info.task_name,
         "subtask_index": info.subtask_index,

@@ -7,7 +7,8 @@ lives here too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, Generic
 
 import pyarrow as pa
@@ -107,8 +108,8 @@ class OperatorStateStore:
         self.parallelism = parallelism
         self._states: dict[str, tuple[ListStateDescriptor[Any], str, _OperatorListState[Any]]] = {}
         self._broadcast: dict[str, BroadcastState[Any, Any]] = {}
-        # state name -> [(old subtask index, old parallelism, values)]
-        self._restored: dict[str, list[tuple[int, int, list[Any]]]] = {}
+        # state name -> [(old subtask index, old parallelism, its values when asked)]
+        self._restored: dict[str, list[tuple[int, int, Callable[[], list[Any]]]]] = {}
 
     def get_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
         """List state split evenly over subtasks when parallelism changes."""
@@ -130,7 +131,7 @@ class OperatorStateStore:
         restored = self._restored.pop(name, None)
         if restored is not None:
             old = sorted(restored, key=lambda r: r[0])
-            mine = old[self.subtask_index % len(old)][2]
+            mine = old[self.subtask_index % len(old)][2]()
             state.entries = {entry["key"]: entry["value"] for entry in mine}
         self._broadcast[name] = state
         return state
@@ -156,14 +157,17 @@ class OperatorStateStore:
         self._states[descriptor.name] = (descriptor, mode, state)
         return state
 
-    def _redistribute(self, mode: str, restored: list[tuple[int, int, list[Any]]]) -> list[Any]:
-        everything = [value for _, _, values in restored for value in values]
+    def _redistribute(
+        self, mode: str, restored: list[tuple[int, int, Callable[[], list[Any]]]]
+    ) -> list[Any]:
+        if mode != "union" and all(p == self.parallelism for _, p, _ in restored):
+            # unchanged parallelism: each subtask keeps exactly what it snapshotted (and
+            # reads no other subtask's file: a request each on an object store)
+            own = self.subtask_index
+            return [v for index, _, values in restored if index == own for v in values()]
+        everything = [value for _, _, values in restored for value in values()]
         if mode == "union":
             return everything
-        if all(old_parallelism == self.parallelism for _, old_parallelism, _ in restored):
-            # unchanged parallelism: each subtask keeps exactly what it snapshotted
-            own = self.subtask_index
-            return [v for index, _, values in restored if index == own for v in values]
         size, extra = divmod(len(everything), self.parallelism)
         start = self.subtask_index * size + min(self.subtask_index, extra)
         return everything[start : start + size + (self.subtask_index < extra)]
@@ -187,12 +191,17 @@ class OperatorStateStore:
     def restore(
         self, storage: CheckpointStorage, old_subtasks: list[tuple[int, int, list[StateFile]]]
     ) -> None:
-        """Remember restored values until the state is declared (then redistributed).
+        """Remember restored states until they are declared (then redistributed): each
+        file is read when its values are needed, once.
 
         ``old_subtasks`` holds (old subtask index, old parallelism, files) per snapshot.
         """
         for old_index, old_parallelism, files in old_subtasks:
             for file in files:
-                values = storage.read_table(file.path).column("value").to_pylist()
-                entry = (old_index, old_parallelism, values)
+                entry = (old_index, old_parallelism, partial(_values_of, storage, file.path))
                 self._restored.setdefault(file.name, []).append(entry)
+
+
+def _values_of(storage: CheckpointStorage, path: str) -> list[Any]:
+    """The values of a restored operator state's file."""
+    return list(storage.read_table(path).column("value").to_pylist())
