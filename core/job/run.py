@@ -157,8 +157,7 @@ class JobRun:
                     run_commits.beside_next_epoch(self, schedule, epoch, plan, checkpoint, began)
                     self.advance(position, epoch, checkpoint)
                     continue
-                self.commit_epoch(checkpoint)
-                run_end.record_epoch(self, plan, checkpoint, began)
+                self.commit_epoch(checkpoint, plan, began)
                 schedule.epoch_done(epoch)
                 savepoint = self.savepoint_uri(checkpoint)
                 if request is not None:
@@ -313,15 +312,15 @@ class JobRun:
         self.epochs_checkpointed += 1
         return checkpoint
 
-    def commit_epoch(self, checkpoint: CompletedCheckpoint) -> None:
+    def commit_epoch(
+        self, checkpoint: CompletedCheckpoint, plan: ExecutionPlan, began: float
+    ) -> None:
         """Once the checkpoint completed: the commit (a failure fails the job, never only
-        a request: the next start completes it), what dead attempts of the epoch staged
-        (a worker killed mid-epoch), retention."""
+        a request: the next start completes it); then side by side what dead attempts of
+        the epoch staged (a worker killed mid-epoch), retention and the epoch's figures."""
         self.coordinator.commit(checkpoint, self.sinks)
-        run_commits.drop_task_markers(self, checkpoint)
+        run_commits.after_commit(self, plan, checkpoint, began, abort=True)
         run_commits.notify_sources(self, checkpoint)
-        self.abort_uncommitted(checkpoint.committables)
-        run_commits.retain_and_collect(self)
 
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""

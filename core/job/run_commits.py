@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 from flintlock.core.job import run_end
@@ -109,15 +111,38 @@ def beside_next_epoch(
 
     def commit() -> None:
         run.coordinator.commit(checkpoint, run.sinks)
-        drop_task_markers(run, checkpoint)
-        retain_and_collect(run)
-        run_end.record_epoch(run, plan, checkpoint, started)
+        after_commit(run, plan, checkpoint, started, abort=False)
 
     def then() -> None:
         notify_sources(run, checkpoint)
         schedule.epoch_done(epoch)
 
     run.pending_commit.start(commit, then, f"flintlock-commit-chk-{checkpoint.checkpoint_id}")
+
+
+def after_commit(
+    run: JobRun,
+    plan: ExecutionPlan,
+    checkpoint: CompletedCheckpoint,
+    started: float,
+    *,
+    abort: bool,
+) -> None:
+    """What follows a checkpoint's commit, side by side (each step is a few requests on
+    an object store, none needs another's): the epoch's task markers go, what its dead
+    attempts staged if ``abort``, retention, and the epoch's figures. The first error
+    raises, once every step ended."""
+    steps = [
+        partial(drop_task_markers, run, checkpoint),
+        partial(retain_and_collect, run),
+        partial(run_end.record_epoch, run, plan, checkpoint, started),
+    ]
+    if abort:
+        steps.append(partial(run.abort_uncommitted, checkpoint.committables))
+    with ThreadPoolExecutor(len(steps), thread_name_prefix="flintlock-after-commit") as pool:
+        done = [pool.submit(step) for step in steps]
+    for step in done:
+        step.result()
 
 
 def drop_task_markers(run: JobRun, checkpoint: CompletedCheckpoint) -> None:
