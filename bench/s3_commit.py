@@ -55,6 +55,10 @@ from s3_server import BUCKET, S3Server
 MIB = 1024 * 1024
 
 
+SERVER_PIDS: dict[int, int] = {}
+"""Port -> the process id of the moto server listening there (its CPU time is measured)."""
+
+
 @contextlib.contextmanager
 def moto_server() -> Iterator[S3Server]:
     """moto's S3 server in a process of its own on a free loopback port, with the bucket."""
@@ -63,6 +67,7 @@ def moto_server() -> Iterator[S3Server]:
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    SERVER_PIDS[port] = process.pid
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -17,16 +17,21 @@ baselines: Spark computes the rows (``toArrow``), then
 ``commits_beside_next_epoch`` off), as before commits ran beside the next epoch.
 
 Every output is read back by its system's reader and checked against the rows first.
-Medians of interleaved runs after a warm-up.
+Medians of interleaved runs after a warm-up. ``--cpu`` then runs flintlock and each
+baseline again and prints the CPU seconds the whole machine and the S3 server's process
+spent on each (medians): on 2 cores a run that keeps both busy is bound by CPU, and
+every request costs the server's CPU as well as a round trip.
 
     python bench/w4_s3.py [--rows 10000000] [--per-checkpoint 1000000] [--runs 3]
-                          [--sinks files,delta,iceberg]
+                          [--sinks files,delta,iceberg] [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
@@ -36,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 import w4
 from pyspark import cloudpickle
-from s3_commit import moto_server
+from s3_commit import SERVER_PIDS, moto_server
 from timing import local_session, timed
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
@@ -143,6 +148,7 @@ def main() -> None:
     parser.add_argument("--per-checkpoint", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sinks", default="files,delta,iceberg")
+    parser.add_argument("--cpu", action="store_true", help="CPU seconds, machine and server")
     args = parser.parse_args()
     spark = local_session(driver_memory="4g")
     scratch = tempfile.mkdtemp(prefix="flintlock-w4-s3-")
@@ -175,6 +181,10 @@ def main() -> None:
                 w4.check(written, in_memory, f"{system} on S3 ({epochs} epochs)")
             started = time.perf_counter()
             figures = timed(args.runs, variants)
+            if args.cpu:
+                server_pid = SERVER_PIDS[server.port]
+                chosen = {n: w for n, w in variants.items() if "on S3" in n or "baseline" in n}
+                cpu = cpu_seconds(args.runs, chosen, server_pid)
         print(
             f"W4 on S3 (moto), {args.rows:,} input ids -> {in_memory.num_rows:,} rows, a "
             f"checkpoint every {args.per_checkpoint:,} rows, parallelism 2, local[2], median "
@@ -187,9 +197,44 @@ def main() -> None:
                 f"{name:<28}{seconds:>10.2f}{in_memory.num_rows / seconds:>14,.0f}"
                 f"{seconds / baseline:>12.2f}x"
             )
+        if args.cpu:
+            print(f"{'variant':<28}{'seconds':>10}{'machine CPU s':>15}{'S3 server CPU s':>17}")
+            for name, (wall, machine, server_cpu) in cpu.items():
+                print(f"{name:<28}{wall:>10.2f}{machine:>15.2f}{server_cpu:>17.2f}")
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def cpu_seconds(
+    runs: int, variants: dict[str, Callable[[], Any]], server_pid: int
+) -> dict[str, tuple[float, float, float]]:
+    """Per variant, medians over interleaved runs: its seconds, the CPU seconds the whole
+    machine was busy (``/proc/stat``) and those of the S3 server's process."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def machine() -> float:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        return (sum(fields) - fields[3] - fields[4]) / ticks  # all but idle and iowait
+
+    def server() -> float:
+        with open(f"/proc/{server_pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks  # its user and system time
+
+    taken: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, work in variants.items():
+            machine_before, server_before, started = machine(), server(), time.perf_counter()
+            work()
+            wall = time.perf_counter() - started
+            taken[name].append((wall, machine() - machine_before, server() - server_before))
+    medians: dict[str, tuple[float, float, float]] = {}
+    for name, measured in taken.items():
+        wall, busy, served = (statistics.median(column) for column in zip(*measured, strict=True))
+        medians[name] = (wall, busy, served)
+    return medians
 
 
 if __name__ == "__main__":
