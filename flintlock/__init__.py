@@ -5,6 +5,7 @@ releases while these names stay, so programs import from here (plugins also from
 ``flintlock.plugin_api``), never from ``flintlock.core``."""
 
 from pathlib import Path as _Path
+from typing import Any as _Any
 
 # Installed, flintlock.core and its siblings sit inside this folder. Imported from a source
 # checkout (a Spark worker started by `python -m` in the repository puts it first on
@@ -66,6 +67,7 @@ from flintlock.core.datastream.broadcast import (
 )
 from flintlock.core.datastream.datastream import DataStream
 from flintlock.core.datastream.environment import StreamExecutionEnvironment
+from flintlock.core.datastream.live_page import register_starter as _register_page
 from flintlock.core.datastream.windowed import WindowedStream
 from flintlock.core.errors import (
     ChannelError,
@@ -126,6 +128,7 @@ from flintlock.core.state import (
     ValueStateDescriptor,
 )
 from flintlock.core.state.backend import KeyedStateBackend, StateBackend
+from flintlock.core.storage.options import StorageOptions as _StorageOptions
 from flintlock.plugins.hashmap_backend import HashMapStateBackend
 from flintlock.plugins.one_input_task import OneInputStreamTask
 from flintlock.plugins.source_task import SourceStreamTask
@@ -251,3 +254,18 @@ __all__ = [
     "__version__",
     "hookimpl",
 ]
+
+
+def _job_page(checkpoint_dir: str, job_name: str, options: _StorageOptions, port: int) -> _Any:
+    """``execute(ui_port=...)``'s page: ``flintlock.ui``, imported when a job asks for it
+    (it needs the ``ui`` extra); core/ reaches it only through this registration."""
+    try:
+        from flintlock.ui.server import job_page
+    except ImportError as error:
+        raise GraphError(
+            f"ui_port needs the `ui` extra ({error.name} is missing): pip install 'flintlock[ui]'"
+        ) from error
+    return job_page(checkpoint_dir, job_name, options, port)
+
+
+_register_page(_job_page)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from importlib import metadata
 
 from flintlock.core.api.restart_strategies import RESTART_STRATEGY_ENV, RestartStrategy
+from flintlock.core.datastream.live_page import UI_PORT_ENV
 from flintlock.core.errors import FlintlockError, JobCanceled, SparkSetupError
 from flintlock.core.hooks.manager import build_plugin_manager, installed_plugins
 from flintlock.core.hooks.registry import KINDS, build_registry
@@ -24,6 +25,7 @@ from flintlock.core.job.control import PROGRESS_ENV
 from flintlock.core.job.signals import stop_signals
 from flintlock.core.metrics.recorder import METRICS_PORT_ENV
 from flintlock.job_commands import add_job_commands, job_command
+from flintlock.ui.command import add_ui_command
 
 PARALLELISM_ENV = "FLINTLOCK_PARALLELISM"
 MASTER_ENV = "FLINTLOCK_MASTER"
@@ -107,13 +109,15 @@ def run_job(
     spark_ui: bool = False,
     from_savepoint: str | None = None,
     restart_strategy: str | None = None,
+    ui_port: int | None = None,
 ) -> int:
     """Run ``path`` as ``__main__`` with ``sys.argv == [path, *job_args]``.
 
     Environments it creates default to ``parallelism`` and ``master``; ``new_run`` makes
     ``execute()`` run the job again even if a finished run of it is recorded;
     ``from_savepoint`` is the default of ``execute(restore_from=...)``; ``quiet`` turns
-    the progress off, ``spark_ui`` turns Spark's UI on.
+    the progress off, ``spark_ui`` turns Spark's UI on; ``ui_port`` serves each job's
+    live page there (``execute(ui_port=...)``).
     """
     if not os.path.isfile(path):
         print(f"flintlock: error: no job file at {path}", file=sys.stderr)
@@ -131,6 +135,8 @@ def run_job(
         environment[RESTART_STRATEGY_ENV] = restart_strategy
     if metrics_port is not None:
         environment[METRICS_PORT_ENV] = str(metrics_port)
+    if ui_port is not None:
+        environment[UI_PORT_ENV] = str(ui_port)
     environment[PROGRESS_ENV] = "0" if quiet else "1"  # a live display, or a line per epoch
     if spark_ui:
         environment[SPARK_UI_ENV] = "1"
@@ -230,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the job's metrics for Prometheus on this port while it runs",
     )
     run.add_argument(
+        "--ui",
+        type=int,
+        metavar="PORT",
+        dest="ui_port",
+        help="serve the job's live web page on this loopback port while it runs (0: any; "
+        "read-only; `flintlock ui` serves any job folder)",
+    )
+    run.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing but errors (no progress)"
     )
     run.add_argument(
@@ -268,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--operator", required=True, help="the operator's uid or name")
     read.add_argument("--state", required=True, help="the state's name")
     add_job_commands(commands)
+    add_ui_command(commands)
     return parser
 
 
@@ -316,6 +331,12 @@ def dispatch(argv: list[str] | None) -> int:
         if unknown or passed_through:
             parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
         return job_command(args)
+    if args.command == "ui":
+        if unknown or passed_through:
+            parser.error(f"unrecognized arguments: {' '.join(unknown + passed_through)}")
+        from flintlock.ui.command import ui_command
+
+        return ui_command(args.dir, args.host, args.port, args.control)
     if args.command == "plugins":
         if unknown or passed_through:
             parser.error(f"plugins takes no arguments: {' '.join(unknown + passed_through)}")
@@ -345,6 +366,7 @@ def dispatch(argv: list[str] | None) -> int:
         spark_ui=args.spark_ui,
         from_savepoint=args.from_savepoint,
         restart_strategy=args.restart_strategy,
+        ui_port=args.ui_port,
     )
 
 

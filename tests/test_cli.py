@@ -264,3 +264,22 @@ def test_run_from_savepoint_reaches_the_job_as_environment_and_is_documented(
         main(["run", "--help"])
     words = " ".join(capsys.readouterr().out.split())
     assert "-s PATH, --from-savepoint PATH start the job's state from this savepoint" in words
+
+
+def test_run_ui_reaches_the_job_as_its_ui_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flintlock run --ui PORT`` hands the port to every ``execute()`` of the job file
+    (``FLINTLOCK_UI_PORT``), whose check reads it as ``ui_port``."""
+    monkeypatch.delenv("FLINTLOCK_UI_PORT", raising=False)
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, os\n"
+        "from pathlib import Path\n"
+        "from flintlock.core.datastream.live_page import ui_port_option\n"
+        "seen = [os.environ.get('FLINTLOCK_UI_PORT'), ui_port_option(None)]\n"
+        "Path(__file__).with_suffix('.json').write_text(json.dumps(seen))\n"
+    )
+    assert main(["run", "--ui", "0", str(job)]) == 0
+    assert json.loads(job.with_suffix(".json").read_text()) == ["0", 0]
+    assert "FLINTLOCK_UI_PORT" not in os.environ

@@ -23,6 +23,7 @@ from flintlock.core.checkpoint.job_folder import check_job_name
 from flintlock.core.checkpoint.restore import operator_uids, prepare_restore
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.datastream.checks import check_parallelism, is_int
+from flintlock.core.datastream.live_page import live_page, ui_port_option
 from flintlock.core.datastream.restarts import execute_with_restarts
 from flintlock.core.datastream.source_methods import SourceMethods
 from flintlock.core.errors import GraphError
@@ -139,6 +140,7 @@ class StreamExecutionEnvironment(SourceMethods):
         spark_ui: bool | None = None,
         metrics: bool | None = None,
         metrics_port: int | None = None,
+        ui_port: int | None = None,
     ) -> JobExecutionResult:
         """Run the program: a bounded job as one epoch (final checkpoint, commits); a job
         with unbounded sources as epochs, each ending in a committed checkpoint, started
@@ -172,10 +174,13 @@ class StreamExecutionEnvironment(SourceMethods):
         stderr), False nothing, a callable gets each epoch's figures; by default a
         terminal shows it. ``spark_ui=True`` turns Spark's UI on in the embedded session
         and prints its address; each epoch's Spark job is named after the job and epoch.
+        ``ui_port`` (``flintlock run --ui PORT``) serves the job's live page (``flintlock
+        ui``) on loopback while it runs, read-only; 0 takes any free port.
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")
         check_job_name(job_name)
+        ui_port = ui_port_option(ui_port)
         backend = state_backend if state_backend is not None else self.state_backend
         self.registry.get("state backend", backend)  # a clear error for a wrong name
         check_before_spark(
@@ -229,7 +234,8 @@ class StreamExecutionEnvironment(SourceMethods):
                 storage_options=self.storage_options,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            with shown(progress, job_name, spark) as shown_progress:
+            page = live_page(ui_port, checkpoint_dir, job_name, self.storage_options)
+            with page, shown(progress, job_name, spark) as shown_progress:
 
                 def run(first: bool) -> JobExecutionResult:
                     if not first:  # a restart goes on from the job's latest checkpoint

@@ -1,0 +1,95 @@
+"""The live page's web app (Starlette): the page itself and the JSON it polls, read from
+checkpoint storage at each request; savepoint and stop requests only when control is on.
+
+Routes: ``/`` the page; ``/api/jobs`` every job; ``/api/jobs/{name}`` one job's report and
+status; ``POST /api/jobs/{name}/savepoint`` and ``/stop`` (``?drain=1``) the job's
+requests, answered as ``flintlock savepoint`` and ``flintlock stop`` answer them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from flintlock.core.checkpoint.storage import CheckpointStorage
+from flintlock.core.errors import FlintlockError, JobControlError
+from flintlock.core.job.client import JobClient
+from flintlock.ui.page import PAGE
+from flintlock.ui.state import job_document, job_names, jobs_document
+
+REQUEST_TIMEOUT = 300.0
+"""Seconds a savepoint or stop from the page waits for the job to answer (the CLI's)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the page shows: the jobs of a checkpoint directory, or only ``job``."""
+
+    storage: CheckpointStorage
+    job: str | None = None
+    control: bool = False
+    """Whether the page may send savepoint and stop requests (off: read-only)."""
+
+    def names(self) -> list[str]:
+        return [self.job] if self.job is not None else job_names(self.storage)
+
+
+def create_app(target: Target) -> Starlette:
+    """The web app serving ``target``."""
+
+    def page(request: Request) -> Response:
+        return HTMLResponse(PAGE)
+
+    def jobs(request: Request) -> Response:
+        document = jobs_document(target.storage)
+        if target.job is not None:
+            document["jobs"] = [j for j in document["jobs"] if j["job_name"] == target.job]
+        document["control"] = target.control
+        return JSONResponse(document)
+
+    def job(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in target.names():
+            return _error(404, f"no job {name!r} here")
+        try:
+            return JSONResponse(job_document(target.storage, name))
+        except FlintlockError as error:
+            return _error(409, str(error))
+
+    def request_of(action: str) -> Any:
+        def send(request: Request) -> Response:
+            name = request.path_params["name"]
+            if not target.control:
+                return _error(
+                    403, "read-only: start `flintlock ui` with --control to send requests"
+                )
+            if name not in target.names():
+                return _error(404, f"no job {name!r} here")
+            client = JobClient(target.storage, name)
+            try:
+                if action == "savepoint":
+                    return JSONResponse({"savepoint": client.savepoint(REQUEST_TIMEOUT)})
+                drain = request.query_params.get("drain") in ("1", "true")
+                return JSONResponse({"savepoint": client.stop(drain, REQUEST_TIMEOUT)})
+            except JobControlError as error:
+                return _error(409, str(error))
+
+        return send
+
+    return Starlette(
+        routes=[
+            Route("/", page),
+            Route("/api/jobs", jobs),
+            Route("/api/jobs/{name:path}/savepoint", request_of("savepoint"), methods=["POST"]),
+            Route("/api/jobs/{name:path}/stop", request_of("stop"), methods=["POST"]),
+            Route("/api/jobs/{name:path}", job),
+        ]
+    )
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)

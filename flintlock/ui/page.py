@@ -1,0 +1,222 @@
+"""The live page: one HTML document with its style and script inline (it fetches nothing
+but the app's JSON), polling ``/api/jobs`` and the shown job's ``/api/jobs/{name}`` each
+second and redrawing only what changed: the jobs list, the job graph, the checkpoints
+(newest first, a page of ``PAGE_ROWS`` at a time), the runs and the failures."""
+
+from __future__ import annotations
+
+PAGE_ROWS = 25
+"""Rows a table shows at a time; the pager goes through the rest."""
+
+STYLE = """
+body { font-family: sans-serif; margin: 1.2em; color: #222; }
+h1 { font-size: 1.4em; margin: 0 0 .4em 0; } h2 { font-size: 1.1em; margin-top: 1.4em;
+  border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: .85em; margin: .5em 0; }
+th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: left; }
+th { background: #f0f3f8; } td.num { text-align: right; }
+.status-RUNNING { color: #1a7f37; font-weight: bold; } .status-FAILED { color: #b42318; }
+.muted { color: #777; } .pager button, .controls button { margin-right: .4em; }
+svg text { font-size: 12px; } .vertex rect { fill: #eef4ff; stroke: #4a6fa5; }
+.edge path { stroke: #888; fill: none; marker-end: url(#arrow); }
+.edge text { fill: #555; font-size: 11px; }
+"""
+
+SCRIPT = """
+const PAGE_ROWS = __PAGE_ROWS__;
+const shown = {};
+const pages = {};
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : String(c ?? ""));
+  return node;
+}
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c);
+  return node;
+}
+function when(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleTimeString() : "";
+}
+function table(id, headers, rows) {
+  const holder = document.getElementById(id);
+  const page = Math.min(pages[id] || 0, Math.max(0, Math.ceil(rows.length / PAGE_ROWS) - 1));
+  pages[id] = page;
+  const body = el("tbody");
+  for (const row of rows.slice(page * PAGE_ROWS, (page + 1) * PAGE_ROWS)) {
+    body.append(el("tr", {}, ...row.map(
+      (cell) => el("td", typeof cell === "number" ? {class: "num"} : {}, cell))));
+  }
+  const head = el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h))));
+  const parts = [el("table", {id: id + "-table"}, head, body)];
+  if (rows.length > PAGE_ROWS) {
+    const last = Math.ceil(rows.length / PAGE_ROWS) - 1;
+    const go = (to) => { pages[id] = to; shown[id] = null; refresh(); };
+    const back = el("button", {}, "newer"); back.onclick = () => go(Math.max(0, page - 1));
+    const next = el("button", {}, "older"); next.onclick = () => go(Math.min(last, page + 1));
+    parts.push(el("div", {class: "pager"}, back, next,
+      el("span", {}, `rows ${page * PAGE_ROWS + 1}-${Math.min(rows.length,
+        (page + 1) * PAGE_ROWS)} of ${rows.length}`)));
+  }
+  holder.replaceChildren(...parts);
+}
+function changed(key, value) {
+  const text = JSON.stringify(value);
+  if (shown[key] === text) return false;
+  shown[key] = text;
+  return true;
+}
+function drawJobs(document_) {
+  document.getElementById("where").textContent = document_.checkpoint_dir;
+  if (!changed("jobs", document_.jobs)) return;
+  const rows = document_.jobs.map((job) => [
+    el("a", {href: "#job=" + encodeURIComponent(job.job_name)}, job.job_name),
+    el("span", {class: "status-" + job.status}, job.status),
+    job.run_id || "", job.latest_checkpoint ?? "",
+    job.last_epoch ? job.last_epoch.epoch : "", when(job.heartbeat), job.error || ""]);
+  table("jobs", ["job", "status", "run", "last checkpoint", "epochs of the run", "heartbeat",
+    "error"],
+    rows);
+}
+function depths(vertices, edges) {
+  const depth = {};
+  for (const v of vertices) depth[v.id] = 0;
+  for (let round = 0; round < vertices.length; round++) {
+    for (const e of edges) depth[e.target] = Math.max(depth[e.target], depth[e.source] + 1);
+  }
+  return depth;
+}
+function drawGraph(report) {
+  if (!changed("graph", [report.vertices, report.edges])) return;
+  const depth = depths(report.vertices, report.edges);
+  const rowsAt = {}, place = {};
+  const W = 220, H = 64, GAP_X = 160, GAP_Y = 30;
+  for (const v of report.vertices) {
+    const d = depth[v.id], r = rowsAt[d] = (rowsAt[d] ?? -1) + 1;
+    place[v.id] = {x: 10 + d * (W + GAP_X), y: 10 + r * (H + GAP_Y)};
+  }
+  const width = 20 + (Math.max(0, ...Object.values(depth)) + 1) * (W + GAP_X);
+  const height = 20 + (Math.max(0, ...Object.values(rowsAt)) + 1) * (H + GAP_Y);
+  const root = svg("svg", {id: "graph-svg", width, height});
+  root.append(svg("defs", {}, svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 10,
+    refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto"},
+    svg("path", {d: "M0,0 L10,5 L0,10 z", fill: "#888"}))));
+  for (const e of report.edges) {
+    const a = place[e.source], b = place[e.target];
+    if (!a || !b) continue;
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
+    const label = e.partitioner + (e.side_output ? ` (${e.side_output})` : "");
+    root.append(svg("g", {class: "edge", "data-source": e.source, "data-target": e.target},
+      svg("path", {d: `M${x1},${y1} C${x1 + 40},${y1} ${x2 - 40},${y2} ${x2},${y2}`}),
+      svg("title", {}, label),
+      svg("text", {x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 6, "text-anchor": "middle"},
+        label.length > 24 ? label.slice(0, 23) + "…" : label)));
+  }
+  for (const v of report.vertices) {
+    const p = place[v.id];
+    const ops = v.operators.join(" → ");
+    root.append(svg("g", {class: "vertex", "data-vertex": v.id},
+      svg("title", {}, `${v.name}: ${ops}`),
+      svg("rect", {x: p.x, y: p.y, width: W, height: H, rx: 6}),
+      svg("text", {x: p.x + 8, y: p.y + 18},
+        v.name.length > 30 ? v.name.slice(0, 29) + "…" : v.name),
+      svg("text", {x: p.x + 8, y: p.y + 36, class: "muted"}, v.task_type),
+      svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${v.parallelism}`)));
+  }
+  document.getElementById("graph").replaceChildren(root);
+}
+function drawJob(report) {
+  const live = report.live || {};
+  document.getElementById("job-name").textContent = report.job_name;
+  const status = document.getElementById("job-status");
+  status.textContent = live.status || report.status || "";
+  status.className = "status-" + (live.status || report.status);
+  drawGraph(report);
+  if (changed("checkpoints", report.epochs)) {
+    const rows = report.epochs.slice().reverse().map((e) => [e.checkpoint_id, e.run_id,
+      e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows, when(e.time)]);
+    table("checkpoints", ["checkpoint", "run", "kind", "seconds", "bytes", "rows", "time"],
+      rows);
+  }
+  if (changed("runs", report.runs)) {
+    table("runs", ["run", "started", "restored from", "checkpoints", "failure"],
+      report.runs.slice().reverse().map((r) => [r.run_id, when(r.started),
+        r.restored_from ?? "", r.checkpoints.length,
+        r.failure ? r.failure.error_type : ""]));
+  }
+  if (changed("failures", report.failures)) {
+    table("failures", ["run", "time", "error", "task", "subtask", "operator", "phase",
+      "checkpoint", "message"], report.failures.slice().reverse().map((f) => [f.run_id,
+      when(f.time), f.error_type, f.task_name ?? "", f.subtask_index ?? "", f.operator ?? "",
+      f.phase ?? "", f.checkpoint_id ?? "", f.cause || f.message]));
+  }
+}
+function selected() {
+  const match = location.hash.match(/^#job=(.*)$/);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+async function send(action) {
+  const name = selected();
+  const drain = action === "drain";
+  const path = drain ? "stop?drain=1" : action;
+  const what = {savepoint: "take a savepoint of", stop: "stop", drain: "drain and stop"};
+  if (!confirm(`${what[action]} job ${name}?`)) return;
+  const answer = document.getElementById("answer");
+  answer.textContent = "waiting for the job to answer…";
+  const response = await fetch(`api/jobs/${encodeURIComponent(name)}/${path}`,
+    {method: "POST"});
+  const body = await response.json();
+  answer.textContent = response.ok ? `savepoint: ${body.savepoint}` : `refused: ${body.error}`;
+}
+async function refresh() {
+  try {
+    const jobs = await (await fetch("api/jobs")).json();
+    drawJobs(jobs);
+    document.getElementById("controls").hidden = !jobs.control;
+    const name = selected();
+    document.getElementById("job").hidden = name === null;
+    if (name !== null) {
+      const response = await fetch("api/jobs/" + encodeURIComponent(name));
+      const report = await response.json();
+      if (response.ok) drawJob(report);
+      else document.getElementById("job-status").textContent = report.error;
+    }
+    document.getElementById("updated").textContent = new Date().toLocaleTimeString();
+  } catch (error) {
+    document.getElementById("updated").textContent = "unreachable: " + error;
+  }
+}
+window.addEventListener("hashchange", () => {
+  for (const k in shown) shown[k] = null;
+  refresh();
+});
+for (const action of ["savepoint", "stop", "drain"]) {
+  document.getElementById("do-" + action).onclick = () => send(action);
+}
+refresh();
+setInterval(refresh, 1000);
+""".replace("__PAGE_ROWS__", str(PAGE_ROWS))
+
+PAGE = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>flintlock</title>
+<style>{STYLE}</style></head>
+<body>
+<h1>flintlock <span class="muted" id="where"></span></h1>
+<div class="muted">updated <span id="updated"></span></div>
+<h2>Jobs</h2><div id="jobs"></div>
+<section id="job" hidden>
+<h2>Job <span id="job-name"></span>: <span id="job-status"></span></h2>
+<div class="controls" id="controls" hidden>
+<button id="do-savepoint">Take a savepoint</button><button id="do-stop">Stop</button>
+<button id="do-drain">Stop with drain</button> <span id="answer"></span></div>
+<h2>Graph</h2><div id="graph"></div>
+<h2>Checkpoints</h2><div id="checkpoints"></div>
+<h2>Runs</h2><div id="runs"></div>
+<h2>Failures</h2><div id="failures"></div>
+</section>
+<script>{SCRIPT}</script>
+</body></html>
+"""

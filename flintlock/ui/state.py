@@ -1,0 +1,84 @@
+"""What the live page shows, as JSON read from checkpoint storage: the jobs under a
+checkpoint directory (status from the lease, last epoch, last checkpoint, runs) and one
+job's report (graph, checkpoints, runs, failures, phases, metrics) with its status.
+
+The job folders are the only source: the page works from any machine that sees the
+storage, for a job whose driver runs anywhere, as ``flintlock status`` does."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from flintlock.core.checkpoint.job_folder import IDENTITY, JobFolder
+from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
+from flintlock.core.errors import FlintlockError
+from flintlock.core.job.client import job_status
+from flintlock.report.model import read_report
+
+
+def job_names(storage: CheckpointStorage) -> list[str]:
+    """The jobs whose folders lie in the checkpoint directory ``storage`` opens, by name."""
+    names = []
+    for info in list_folder(storage.filesystem, storage.base_path):
+        if info.type != pafs.FileType.Directory:
+            continue
+        identity = storage.read_json(f"{info.path}/{IDENTITY}", if_there=True)
+        if isinstance(identity, dict) and isinstance(identity.get("job_name"), str):
+            names.append(identity["job_name"])
+    return sorted(names)
+
+
+def jobs_document(storage: CheckpointStorage) -> dict[str, Any]:
+    """Every job of the checkpoint directory with its status line."""
+    return {
+        "checkpoint_dir": storage.uri(storage.base_path),
+        "jobs": [job_line(storage, name) for name in job_names(storage)],
+    }
+
+
+def job_line(storage: CheckpointStorage, name: str) -> dict[str, Any]:
+    """One job's line in the jobs list: status, run, last epoch and checkpoint, runs."""
+    folder = JobFolder(storage, name)
+    folder.open()
+    try:
+        status = job_status(folder)
+    except FlintlockError as error:  # a job that never ran, a damaged status file
+        return {"job_name": name, "status": "UNKNOWN", "error": str(error)}
+    epochs = status.get("epochs") or []
+    return {
+        "job_name": name,
+        "status": status["status"],
+        "run_id": status.get("run_id"),
+        "latest_checkpoint": status.get("latest_checkpoint"),
+        "last_epoch": epochs[-1] if epochs else None,
+        "heartbeat": status.get("heartbeat"),
+        "error": status.get("error"),
+    }
+
+
+def job_document(storage: CheckpointStorage, name: str) -> dict[str, Any]:
+    """One job's report and status, JSON-ready (no NaN or infinity: JSON has none)."""
+    folder = JobFolder(storage, name)
+    folder.open()
+    report = dataclasses.asdict(read_report(folder))
+    try:
+        report["live"] = job_status(folder)
+    except FlintlockError as error:
+        report["live"] = {"status": "UNKNOWN", "error": str(error)}
+    document: dict[str, Any] = finite(report)
+    return document
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float as None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value

@@ -1,0 +1,70 @@
+"""The live page's JSON, from the real server on loopback (no Spark: job folders as the
+driver writes them): the jobs of a checkpoint directory, a job's report and status as
+``flintlock report`` and ``flintlock status`` read them, the refusals (an unknown job,
+requests on a read-only page), and ``execute(ui_port=...)``'s checks before Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report_model import folder_at, write_two_runs
+
+from flintlock import GraphError, StreamExecutionEnvironment
+from flintlock.report import job_report
+from flintlock.ui.server import serve
+from flintlock.ui.state import finite
+
+
+def fetched(url: str, method: str = "GET") -> tuple[int, Any]:
+    """The status and JSON body of one request."""
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_api_serves_the_jobs_and_a_jobs_report_from_its_folder(tmp_path: Path) -> None:
+    folder = folder_at(tmp_path / "chk")
+    write_two_runs(folder)
+    with serve(str(tmp_path / "chk"), port=0) as server:
+        status, jobs = fetched(f"{server.url}api/jobs")
+        assert status == 200 and jobs["control"] is False
+        assert [job["job_name"] for job in jobs["jobs"]] == ["sums"]
+        status, report = fetched(f"{server.url}api/jobs/sums")
+        assert status == 200
+        expected = finite(dataclasses.asdict(job_report("sums", str(tmp_path / "chk"))))
+        assert {k: v for k, v in report.items() if k != "live"} == json.loads(json.dumps(expected))
+        assert [e["checkpoint_id"] for e in report["epochs"]] == [1, 2, 3]
+        assert report["failures"][0]["phase"] == "run"  # run A's failure, with its phase
+        assert fetched(f"{server.url}api/jobs/other")[0] == 404
+        status, refused = fetched(f"{server.url}api/jobs/sums/stop", method="POST")
+        assert status == 403 and "--control" in refused["error"]
+        with urllib.request.urlopen(server.url, timeout=30) as page:
+            html = page.read().decode()
+        assert "<script>" in html and "http" not in html.split("<script>", 1)[1].replace(
+            "http://www.w3.org/2000/svg", ""
+        )  # the page fetches nothing but its own JSON
+
+
+def test_a_job_folder_serves_only_its_job(tmp_path: Path) -> None:
+    write_two_runs(folder_at(tmp_path / "chk"))
+    folder_at(tmp_path / "chk").storage.write_json(f"{tmp_path}/chk/other/_job.json", {})
+    with serve(str(tmp_path / "chk" / "sums"), port=0) as server:
+        status, jobs = fetched(f"{server.url}api/jobs")
+    assert status == 200 and [job["job_name"] for job in jobs["jobs"]] == ["sums"]
+
+
+@pytest.mark.parametrize("port", [-1, 70000, "8081", True])
+def test_a_ui_port_that_is_no_port_is_refused_before_spark_starts(port: Any) -> None:
+    env = StreamExecutionEnvironment(parallelism=1)
+    env.from_collection([{"x": 1}]).print()
+    with pytest.raises(GraphError, match="ui_port must be a port number"):
+        env.execute("job", ui_port=port)
