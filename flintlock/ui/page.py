@@ -89,11 +89,33 @@ function depths(vertices, edges) {
   }
   return depth;
 }
+function busyPerSecond(report) {
+  // each vertex's busy ms per second of its subtasks in the latest epoch (Flink's
+  // busyTimeMsPerSecond): the time they processed, not waiting for input
+  const latest = report.metrics.checkpoint_id;
+  const epoch = report.epochs.find((e) => e.checkpoint_id === latest);
+  const busy = {};
+  if (!epoch || !epoch.seconds) return busy;
+  for (const v of report.vertices) {
+    const m = report.metrics.vertices[v.name];
+    if (m && m.busyTimeMs !== undefined && m.busyTimeMs !== null) {
+      busy[v.id] = Math.min(1000, m.busyTimeMs / v.parallelism / epoch.seconds);
+    }
+  }
+  return busy;
+}
+function busyColour(ms) {
+  // idle: pale blue; busy: red, as Flink's graph colours them
+  const t = Math.max(0, Math.min(1, ms / 1000));
+  const mix = (a, b) => Math.round(a + (b - a) * t);
+  return `rgb(${mix(238, 240)}, ${mix(244, 128)}, ${mix(255, 128)})`;
+}
 function drawGraph(report) {
-  if (!changed("graph", [report.vertices, report.edges])) return;
+  const busy = busyPerSecond(report);
+  if (!changed("graph", [report.vertices, report.edges, busy])) return;
   const depth = depths(report.vertices, report.edges);
   const rowsAt = {}, place = {};
-  const W = 220, H = 64, GAP_X = 160, GAP_Y = 30;
+  const W = 220, H = 80, GAP_X = 160, GAP_Y = 30;
   for (const v of report.vertices) {
     const d = depth[v.id], r = rowsAt[d] = (rowsAt[d] ?? -1) + 1;
     place[v.id] = {x: 10 + d * (W + GAP_X), y: 10 + r * (H + GAP_Y)};
@@ -118,13 +140,19 @@ function drawGraph(report) {
   for (const v of report.vertices) {
     const p = place[v.id];
     const ops = v.operators.join(" → ");
-    root.append(svg("g", {class: "vertex", "data-vertex": v.id},
+    const ms = busy[v.id];
+    const busyText = ms === undefined ? "busy: not measured" : `busy ${Math.round(ms)} ms/s`;
+    const attrs = {class: "vertex", "data-vertex": v.id, "data-name": v.name};
+    if (ms !== undefined) attrs["data-busy"] = Math.round(ms);
+    root.append(svg("g", attrs,
       svg("title", {}, `${v.name}: ${ops}`),
-      svg("rect", {x: p.x, y: p.y, width: W, height: H, rx: 6}),
+      svg("rect", {x: p.x, y: p.y, width: W, height: H, rx: 6,
+        style: ms === undefined ? "" : `fill: ${busyColour(ms)}`}),
       svg("text", {x: p.x + 8, y: p.y + 18},
         v.name.length > 30 ? v.name.slice(0, 29) + "…" : v.name),
       svg("text", {x: p.x + 8, y: p.y + 36, class: "muted"}, v.task_type),
-      svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${v.parallelism}`)));
+      svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${v.parallelism}`),
+      svg("text", {x: p.x + 8, y: p.y + 72}, busyText)));
   }
   document.getElementById("graph").replaceChildren(root);
 }

@@ -60,11 +60,23 @@ def job_line(storage: CheckpointStorage, name: str) -> dict[str, Any]:
     }
 
 
+SHOWN = ("job_name", "job_id", "folder", "status", "vertices", "edges", "runs", "epochs")
+"""The report's parts the page draws as they are (its phases and older metrics stay out:
+the page polls each second, and a long job's phases are thousands of rows)."""
+
+
 def job_document(storage: CheckpointStorage, name: str) -> dict[str, Any]:
-    """One job's report and status, JSON-ready (no NaN or infinity: JSON has none)."""
+    """One job's report as the page draws it, with its status and its latest epoch's
+    metrics per vertex; JSON-ready (no NaN or infinity: JSON has none)."""
     folder = JobFolder(storage, name)
     folder.open()
-    report = dataclasses.asdict(read_report(folder))
+    whole = read_report(folder)
+    report = {key: getattr(whole, key) for key in SHOWN}
+    report["failures"] = whole.failures
+    latest = max(whole.metrics, default=None)
+    vertices = whole.metrics[latest] if latest is not None else {}
+    report["metrics"] = {"checkpoint_id": latest, "vertices": vertices}
+    report = {key: _plain(value) for key, value in report.items()}
     try:
         report["live"] = job_status(folder)
     except FlintlockError as error:
@@ -81,4 +93,13 @@ def finite(value: Any) -> Any:
         return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses (and lists of them) as dicts, for JSON."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
     return value

@@ -20,7 +20,7 @@ import unbounded_jobs
 from playwright.sync_api import Page, sync_playwright
 from pyspark import cloudpickle
 from test_report_in_browser import CHROMIUM, CHROMIUM_ARGS, FAILING_ID, failed_then_restored
-from unbounded_jobs import build, wait_for_epochs
+from unbounded_jobs import SlowRunningSum, build, wait_for_epochs
 
 from flintlock.core.api.triggers import EpochTrigger
 from flintlock.report import job_report
@@ -68,7 +68,8 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     base = str(tmp_path)
-    client = build(spark, base).execute_async(JOB)
+    # the keyed vertex sleeps 0.1 s a row: busy, where the source is not
+    client = build(spark, base, per_epoch=20, function=SlowRunningSum()).execute_async(JOB)
     try:
         wait_for_epochs(client, 1)
         graph = job_report(JOB, checkpoint_dir=f"{base}/chk")
@@ -111,9 +112,24 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 assert all(label for _, _, label in drawn["edges"])  # its partitioner
                 assert graph.edges  # a keyed exchange: the graph has an edge to draw
 
+                # busy ms per second: the sleeping vertex is busy, its upstream is not
+                page.wait_for_function(
+                    "() => document.querySelectorAll('#graph g.vertex[data-busy]').length === 2",
+                    timeout=60_000,
+                )
+                busy = dict(
+                    page.evaluate(
+                        """() => Array.from(document.querySelectorAll('#graph g.vertex'))
+                          .map((g) => [g.dataset.name, Number(g.dataset.busy)])"""
+                    )
+                )
+                slow = next(b for name, b in busy.items() if name.startswith("keyed_process"))
+                source = next(b for name, b in busy.items() if name.startswith("source:"))
+                assert slow >= 200 and slow > 3 * source, busy
+
                 # new checkpoints arrive as rows, without a reload
                 seen = checkpoint_rows(page)
-                page.wait_for_function(f"{ROWS} >= {seen + 2}", timeout=120_000)
+                page.wait_for_function(f"{ROWS} >= {seen + 2}", timeout=180_000)
                 assert page.evaluate("() => window.loadedOnce === true")
                 page.screenshot(path=str(tmp_path / "live-page.png"))
 
