@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_model import folder_at, write_two_runs
+from test_report_model import completed, folder_at, graph, plan, write_two_runs
 
 from flintlock import GraphError, StreamExecutionEnvironment
+from flintlock.core.job.run_log import KEPT_EPOCHS, RunLog
 from flintlock.report import job_report
 from flintlock.ui.server import serve
 from flintlock.ui.state import SHOWN, finite
@@ -74,3 +75,34 @@ def test_a_ui_port_that_is_no_port_is_refused_before_spark_starts(port: Any) -> 
     env.from_collection([{"x": 1}]).print()
     with pytest.raises(GraphError, match="ui_port must be a port number"):
         env.execute("job", ui_port=port)
+
+
+def thousand_epochs(base: Path) -> None:
+    """Job 'sums' in ``base``: two runs, then run B up to chk-1000, as its driver logs them."""
+    folder = folder_at(base)
+    write_two_runs(folder)
+    log = RunLog(folder, graph())
+    for checkpoint_id in range(4, 1001):
+        checkpoint = completed(checkpoint_id, "runB", [1, 1, 1, 1])
+        log.record_epoch(plan("runB", checkpoint_id, checkpoint_id - 1), checkpoint, {})
+
+
+@pytest.mark.slow
+def test_a_job_with_a_thousand_epochs_is_read_once_per_entry(tmp_path: Path) -> None:
+    """The page asks each second: the run log's entries (written once) are read once, new
+    ones as they come, and pruned ones leave its answer."""
+    thousand_epochs(tmp_path / "chk")
+    epochs = sorted((tmp_path / "chk" / "sums" / "_report" / "epochs").iterdir())
+    assert len(epochs) == KEPT_EPOCHS  # the log keeps the newest 500
+    with serve(str(tmp_path / "chk"), port=0) as server:
+        status, first = fetched(f"{server.url}api/jobs/sums")
+        assert status == 200 and len(first["epochs"]) == KEPT_EPOCHS
+        assert first["epochs"][-1]["checkpoint_id"] == 1000
+        newest = json.loads(epochs[-1].read_text())
+        epochs[-1].write_text(json.dumps({**newest, "run_id": "changed on disk"}))
+        epochs[0].unlink()  # as the log prunes its oldest entries
+        status, second = fetched(f"{server.url}api/jobs/sums")
+    assert status == 200
+    assert second["epochs"][-1]["run_id"] == "runB"  # not read again: known since the first
+    assert [e["checkpoint_id"] for e in second["epochs"]] == list(range(502, 1001))
+    assert len(json.dumps(second)) < 400_000  # no phases: what the page draws

@@ -110,18 +110,31 @@ def record_failure(folder: JobFolder, run_id: str, error: BaseException) -> None
     _write(folder.storage, f"{folder.path}/{REPORT_DIR}/failures/{name}", document)
 
 
-def read_log(folder: JobFolder) -> dict[str, list[dict[str, Any]]]:
-    """Every entry of the job's run log: runs, epochs and failures, each in time order."""
+def read_log(
+    folder: JobFolder, known: dict[str, dict[str, Any]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Every entry of the job's run log: runs, epochs and failures, each in time order.
+    Each entry is written once and never changed, so a reader that asks again (the live
+    page, each second) passes ``known`` and reads only the entries new since (by path)."""
     storage = folder.storage
     log: dict[str, list[dict[str, Any]]] = {}
+    listed: set[str] = set()
     for kind in ("runs", "epochs", "failures"):
         entries = []
         for path in _json_files(storage, f"{folder.path}/{REPORT_DIR}/{kind}"):
-            document = storage.read_json(path)
-            if not isinstance(document, dict):
-                raise RunLogError(f"the run log entry {path} is damaged")
+            listed.add(path)
+            document = known.get(path) if known is not None else None
+            if document is None:
+                document = storage.read_json(path)
+                if not isinstance(document, dict):
+                    raise RunLogError(f"the run log entry {path} is damaged")
+                if known is not None:
+                    known[path] = document
             entries.append(document)
         log[kind] = entries
+    if known is not None:
+        for gone in set(known) - listed:  # pruned epochs: forgotten too
+            known.pop(gone, None)
     log["runs"].sort(key=lambda run: run.get("started", 0))
     return log
 

@@ -176,9 +176,10 @@ def watermark_value(value: Any) -> float | None:
     return None
 
 
-def read_report(folder: JobFolder) -> RunReport:
-    """The report of the job in ``folder`` (opened): its run log, result and graph."""
-    log = read_log(folder)
+def read_report(folder: JobFolder, known: dict[str, dict[str, Any]] | None = None) -> RunReport:
+    """The report of the job in ``folder`` (opened): its run log (the entries ``known``
+    from an earlier read are not read again), result and graph."""
+    log = read_log(folder, known)
     record = folder.read_record()
     report = RunReport(
         job_name=folder.job_name,

@@ -7,7 +7,7 @@ requests, answered as ``flintlock savepoint`` and ``flintlock stop`` answer them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,6 +33,8 @@ class Target:
     job: str | None = None
     control: bool = False
     """Whether the page may send savepoint and stop requests (off: read-only)."""
+    known: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per job, the run log's entries read so far (each is written once: read once)."""
 
     def names(self) -> list[str]:
         return [self.job] if self.job is not None else job_names(self.storage)
@@ -56,7 +58,8 @@ def create_app(target: Target) -> Starlette:
         if name not in target.names():
             return _error(404, f"no job {name!r} here")
         try:
-            return JSONResponse(job_document(target.storage, name))
+            known = target.known.setdefault(name, {})
+            return JSONResponse(job_document(target.storage, name, known))
         except FlintlockError as error:
             return _error(409, str(error))
 

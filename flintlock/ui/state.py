@@ -65,12 +65,15 @@ SHOWN = ("job_name", "job_id", "folder", "status", "vertices", "edges", "runs", 
 the page polls each second, and a long job's phases are thousands of rows)."""
 
 
-def job_document(storage: CheckpointStorage, name: str) -> dict[str, Any]:
+def job_document(
+    storage: CheckpointStorage, name: str, known: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """One job's report as the page draws it, with its status and its latest epoch's
-    metrics per vertex; JSON-ready (no NaN or infinity: JSON has none)."""
+    metrics per vertex; JSON-ready (no NaN or infinity: JSON has none). ``known`` keeps
+    the run log's entries between calls (each is read once)."""
     folder = JobFolder(storage, name)
     folder.open()
-    whole = read_report(folder)
+    whole = read_report(folder, known)
     report = {key: getattr(whole, key) for key in SHOWN}
     report["failures"] = whole.failures
     latest = max(whole.metrics, default=None)

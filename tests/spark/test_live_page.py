@@ -19,6 +19,7 @@ import test_report_in_browser
 import unbounded_jobs
 from playwright.sync_api import Page, sync_playwright
 from pyspark import cloudpickle
+from test_live_page_api import thousand_epochs
 from test_report_in_browser import CHROMIUM, CHROMIUM_ARGS, FAILING_ID, failed_then_restored
 from unbounded_jobs import SlowRunningSum, build, wait_for_epochs
 
@@ -233,3 +234,39 @@ def test_execute_serves_the_jobs_page_while_it_runs(
     assert jobs["control"] is False  # a job's own page only reads
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}api/jobs", timeout=5)  # served only while it ran
+
+
+def test_a_thousand_epochs_show_a_page_of_checkpoints_at_a_time(tmp_path: Path) -> None:
+    """1,000 epochs (the log keeps the newest 500; no Spark: as the driver logs them): the
+    checkpoints table shows 25, newest first, and its pager goes through the rest."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
+    thousand_epochs(tmp_path / "chk")
+    with serve(str(tmp_path / "chk"), port=0) as server, sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(f"{server.url}#job=sums")
+            page.wait_for_function(f"{ROWS} === 25", timeout=60_000)
+            first = page.evaluate(CELLS, "checkpoints")
+            pager = page.locator("#checkpoints .pager")
+            shown = [pager.locator("span").inner_text()]
+            pager.get_by_role("button", name="older").click()
+            page.wait_for_function(
+                "() => document.querySelector('#checkpoints-table tbody tr td').textContent"
+                " === '975'",
+                timeout=60_000,
+            )
+            shown.append(pager.locator("span").inner_text())
+            polled = page.inner_text("#updated")  # after the next poll: the page shown stays
+            page.wait_for_function(
+                f"() => document.getElementById('updated').textContent !== {polled!r}",
+                timeout=60_000,
+            )
+            second = page.evaluate(CELLS, "checkpoints")
+            page.screenshot(path=str(tmp_path / "thousand.png"))
+        finally:
+            browser.close()
+    assert [row[0] for row in first] == [str(c) for c in range(1000, 975, -1)]
+    assert [row[0] for row in second] == [str(c) for c in range(975, 950, -1)]
+    assert shown == ["rows 1-25 of 500", "rows 26-50 of 500"]
