@@ -25,6 +25,23 @@ def timed(runs: int, variants: dict[str, Callable[[], Any]]) -> dict[str, tuple[
     return {name: (statistics.median(seconds[name]), results[name]) for name in variants}
 
 
+def rotated_rounds(
+    runs: int, variants: dict[str, Callable[[], Any]]
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Each variant's seconds in each of ``runs`` rounds, and its last answer. Each round
+    runs every variant once in a rotated order, so that no variant always goes first; a
+    ratio of two variants in one round puts a slow moment of the machine on both sides."""
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    answers: dict[str, Any] = {}
+    names = list(variants)
+    for round_ in range(runs):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            started = time.perf_counter()
+            answers[name] = variants[name]()
+            seconds[name].append(time.perf_counter() - started)
+    return seconds, answers
+
+
 CORES = 2
 """``local[2]``: the benchmarks' cores, and their baselines' shuffle partitions."""
 

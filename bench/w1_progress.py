@@ -20,7 +20,6 @@ import io
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import w1
 from pyspark import cloudpickle
 from rich.console import Console
-from timing import local_session
+from timing import local_session, rotated_rounds
 
 from flintlock import StreamExecutionEnvironment
 from flintlock.core.job.progress import LiveProgress
@@ -74,14 +73,7 @@ def main() -> None:
     for _ in range(2):  # warm-up: the JVM's JIT, Python workers, imports
         for work in variants.values():
             work()
-    seconds: dict[str, list[float]] = {name: [] for name in variants}
-    answers: dict[str, tuple[int, float, int]] = {}
-    names = list(variants)
-    for round_ in range(args.runs):  # each round in a rotated order: no variant always first
-        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            started = time.perf_counter()
-            answers[name] = variants[name]()
-            seconds[name].append(time.perf_counter() - started)
+    seconds, answers = rotated_rounds(args.runs, variants)
     off = seconds["both off"]
     print(f"W1 per batch, {args.rows:,} rows, parallelism 2, local[2], {args.runs} rounds")
     print(f"{'variant':<20}{'median':>9}  {'/ both off, same round: median [quartiles]':<44}")

@@ -175,7 +175,8 @@ class StreamExecutionEnvironment(SourceMethods):
         terminal shows it. ``spark_ui=True`` turns Spark's UI on in the embedded session
         and prints its address; each epoch's Spark job is named after the job and epoch.
         ``ui_port`` (``flintlock run --ui PORT``) serves the job's live page (``flintlock
-        ui``) on loopback while it runs, read-only; 0 takes any free port.
+        ui``) on loopback, read-only; 0 takes any free port. The page stays for the
+        process, as Spark's UI stays with its session; its next job is shown there.
         """
         if not any(t.is_sink for t in self.transformations):
             raise GraphError("the program has no sink: add sink_to(...), print() or collect()")

@@ -1,4 +1,4 @@
-"""``execute(ui_port=...)``: the job's live page (``flintlock ui``) served while it runs.
+"""``execute(ui_port=...)``: the job's live page (``flintlock ui``), from its start.
 
 The page lives in the package root (``flintlock/ui/``), which core/ never imports: the
 root registers how to start it here (``register_starter``) when ``flintlock`` is imported,
@@ -48,8 +48,8 @@ def ui_port_option(ui_port: int | None) -> int | None:
 def live_page(
     port: int | None, checkpoint_dir: str, job_name: str, options: StorageOptions
 ) -> Iterator[None]:
-    """Serve the job's page on ``port`` (loopback) within the block; its address goes to
-    standard error. Nothing when ``port`` is None."""
+    """Show the job's page on ``port`` (loopback) from the block's start; its address
+    goes to standard error. Nothing when ``port`` is None."""
     if port is None:
         yield
         return

@@ -40,13 +40,22 @@ class Target:
         return [self.job] if self.job is not None else job_names(self.storage)
 
 
-def create_app(target: Target) -> Starlette:
-    """The web app serving ``target``."""
+class Shown:
+    """What a server shows now: a job's own page (``execute(ui_port=...)``) moves on to
+    the next job its process runs."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+
+def create_app(shown: Shown) -> Starlette:
+    """The web app serving ``shown``'s target."""
 
     def page(request: Request) -> Response:
         return HTMLResponse(PAGE)
 
     def jobs(request: Request) -> Response:
+        target = shown.target
         document = jobs_document(target.storage)
         if target.job is not None:
             document["jobs"] = [j for j in document["jobs"] if j["job_name"] == target.job]
@@ -54,6 +63,7 @@ def create_app(target: Target) -> Starlette:
         return JSONResponse(document)
 
     def job(request: Request) -> Response:
+        target = shown.target
         name = request.path_params["name"]
         if name not in target.names():
             return _error(404, f"no job {name!r} here")
@@ -65,6 +75,7 @@ def create_app(target: Target) -> Starlette:
 
     def request_of(action: str) -> Any:
         def send(request: Request) -> Response:
+            target = shown.target
             name = request.path_params["name"]
             if not target.control:
                 return _error(

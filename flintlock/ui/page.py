@@ -156,6 +156,67 @@ function drawGraph(report) {
   }
   document.getElementById("graph").replaceChildren(root);
 }
+const CHART_EPOCHS = 100;
+const COLOURS = ["#4a6fa5", "#c0504d", "#9bbb59", "#8064a2", "#f79646", "#4bacc6"];
+function lowest(value) {
+  // a watermark as a number: itself, or the lowest of a per-subtask mapping or list;
+  // null before the first one and at the end of the input (nothing to plot)
+  if (typeof value === "number") return value >= 9.2e18 ? null : value;
+  if (value && typeof value === "object") {
+    const numbers = Object.values(value).map(lowest).filter((v) => v !== null);
+    return numbers.length ? Math.min(...numbers) : null;
+  }
+  return null;
+}
+function chart(id, series, unit) {
+  // one line per series over the newest CHART_EPOCHS epochs: x the checkpoint id
+  const names = Object.keys(series).filter((n) => series[n].length);
+  const holder = document.getElementById(id);
+  if (!names.length) {
+    holder.replaceChildren(el("p", {class: "muted"}, "nothing to draw yet"));
+    return;
+  }
+  const points = names.flatMap((n) => series[n]);
+  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y1 = Math.max(...ys, 1);
+  const W = 640, H = 160, L = 70, B = 20;
+  const at = (p) => [L + (p[0] - x0) / (x1 - x0) * (W - L - 10),
+    H - B - p[1] / y1 * (H - B - 26)].join(",");
+  const root = svg("svg", {width: W, height: H + 18 * names.length});
+  root.append(svg("line", {x1: L, y1: H - B, x2: W - 10, y2: H - B, stroke: "#999"}),
+    svg("line", {x1: L, y1: 26, x2: W - 10, y2: 26, stroke: "#eee"}),
+    svg("text", {x: 4, y: 16}, `${Math.round(y1).toLocaleString()} ${unit}`),
+    svg("text", {x: 4, y: H - B}, "0"),
+    svg("text", {x: L, y: H - 4}, `chk-${x0}`),
+    svg("text", {x: W - 60, y: H - 4}, `chk-${x1}`));
+  names.forEach((name, i) => {
+    const colour = COLOURS[i % COLOURS.length];
+    root.append(svg("polyline", {class: "series", "data-series": name, fill: "none",
+      stroke: colour, "stroke-width": 2, points: series[name].map(at).join(" ")}));
+    root.append(svg("text", {x: L, y: H + 14 + 18 * i, fill: colour}, name));
+  });
+  holder.replaceChildren(root);
+}
+function drawCharts(report) {
+  const epochs = report.epochs.slice(-CHART_EPOCHS);
+  if (!changed("charts", epochs)) return;
+  const rates = {}, lags = {};
+  for (const v of report.vertices) { rates[v.name] = []; lags[v.name] = []; }
+  for (const e of epochs) {
+    for (const v of report.vertices) {
+      const out = (e.records_out || {})[v.name];
+      if (out !== undefined && e.seconds > 0) {
+        rates[v.name].push([e.checkpoint_id, out / e.seconds]);
+      }
+      const mark = lowest((e.watermarks || {})[v.name]);
+      if (mark !== null && e.time) {
+        lags[v.name].push([e.checkpoint_id, Math.max(0, e.time * 1000 - mark)]);
+      }
+    }
+  }
+  chart("throughput", rates, "records out / s");
+  chart("lag", lags, "ms behind");
+}
 function drawJob(report) {
   const live = report.live || {};
   document.getElementById("job-name").textContent = report.job_name;
@@ -163,6 +224,7 @@ function drawJob(report) {
   status.textContent = live.status || report.status || "";
   status.className = "status-" + (live.status || report.status);
   drawGraph(report);
+  drawCharts(report);
   if (changed("checkpoints", report.epochs)) {
     const rows = report.epochs.slice().reverse().map((e) => [e.checkpoint_id, e.run_id,
       e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows, when(e.time)]);
@@ -241,6 +303,8 @@ PAGE = f"""<!DOCTYPE html>
 <button id="do-savepoint">Take a savepoint</button><button id="do-stop">Stop</button>
 <button id="do-drain">Stop with drain</button> <span id="answer"></span></div>
 <h2>Graph</h2><div id="graph"></div>
+<h2>Records out per second, each epoch</h2><div id="throughput"></div>
+<h2>Watermark lag (how far event time is behind the epoch's end)</h2><div id="lag"></div>
 <h2>Checkpoints</h2><div id="checkpoints"></div>
 <h2>Runs</h2><div id="runs"></div>
 <h2>Failures</h2><div id="failures"></div>

@@ -20,7 +20,7 @@ from flintlock.core.checkpoint.reader import storage_for
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import JobControlError
 from flintlock.core.storage.options import StorageOptions
-from flintlock.ui.app import Target, create_app
+from flintlock.ui.app import Shown, Target, create_app
 
 __all__ = ["UiServer", "job_page", "open_target", "serve"]
 
@@ -48,9 +48,9 @@ class UiServer:
     def __init__(self, target: Target, host: str = LOOPBACK, port: int = 8081) -> None:
         import uvicorn
 
-        self.target = target
+        self.shown = Shown(target)
         config = uvicorn.Config(
-            create_app(target), host=host, port=port, log_level="warning", lifespan="off"
+            create_app(self.shown), host=host, port=port, log_level="warning", lifespan="off"
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -94,12 +94,23 @@ def serve(where: str, host: str = LOOPBACK, port: int = 8081, control: bool = Fa
     return UiServer(open_target(where, control), host, port).start()
 
 
+_job_pages: dict[int, UiServer] = {}
+"""The port each job's page was asked for (0: any) -> its server, for this process."""
+_job_pages_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def job_page(
     checkpoint_dir: str, job_name: str, options: StorageOptions, port: int
 ) -> Iterator[str]:
-    """A running job's own page (``execute(ui_port=...)``): loopback, read-only, served
-    while the block runs; its address as the value. The job's folder may not exist yet."""
-    storage = CheckpointStorage.from_uri(checkpoint_dir, options)
-    with UiServer(Target(storage, job_name), LOOPBACK, port) as server:
-        yield f"{server.url}#job={quote(job_name)}"
+    """A job's own page (``execute(ui_port=...)``): loopback, read-only, its address as
+    the value. The server starts with the first job that asks for it and stays for the
+    process, as Spark's UI stays with its session: after the job it shows its end, and
+    the next job of the process (asking for the same port) is shown there."""
+    target = Target(CheckpointStorage.from_uri(checkpoint_dir, options), job_name)
+    with _job_pages_lock:
+        server = _job_pages.get(port)
+        if server is None:
+            server = _job_pages[port] = UiServer(target, LOOPBACK, port).start()
+        server.shown.target = target
+    yield f"{server.url}#job={quote(job_name)}"

@@ -27,7 +27,13 @@ from flintlock.core.api.triggers import EpochTrigger
 from flintlock.report import job_report
 from flintlock.ui.server import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)",
+    ),
+]
 cloudpickle.register_pickle_by_value(unbounded_jobs)  # workers cannot import tests/
 cloudpickle.register_pickle_by_value(test_report_in_browser)
 
@@ -66,8 +72,6 @@ def answered(page: Page, button: str, shot: Path) -> str:
 def test_the_live_page_follows_a_running_job_and_sends_its_requests(
     spark: Any, tmp_path: Path
 ) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     base = str(tmp_path)
     # the keyed vertex sleeps 0.1 s a row: busy, where the source is not
     client = build(spark, base, per_epoch=20, function=SlowRunningSum()).execute_async(JOB)
@@ -132,7 +136,22 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 seen = checkpoint_rows(page)
                 page.wait_for_function(f"{ROWS} >= {seen + 2}", timeout=180_000)
                 assert page.evaluate("() => window.loadedOnce === true")
-                page.screenshot(path=str(tmp_path / "live-page.png"))
+                drawn = page.evaluate(
+                    """() => ({
+                      rows: (document.querySelector('#checkpoints .pager span')
+                             ?.textContent.split(' of ')[1]
+                             ?? document.querySelectorAll('#checkpoints-table tbody tr').length),
+                      lines: Array.from(document.querySelectorAll('#throughput polyline'))
+                        .map((l) => [l.dataset.series, l.getAttribute('points')
+                                     .split(' ').length])})"""
+                )
+                # records out per second: a line per vertex, a point per epoch shown
+                assert sorted(name for name, _ in drawn["lines"]) == sorted(
+                    v.name for v in graph.vertices
+                )
+                epochs = min(int(drawn["rows"]), 100)  # the charts draw the newest 100
+                assert all(points == epochs for _, points in drawn["lines"]), drawn
+                page.screenshot(path=str(tmp_path / "live-page.png"), full_page=True)
 
                 # a savepoint from the page: in the job folder and in the table
                 answer = answered(page, "#do-savepoint", tmp_path / "savepoint.png")
@@ -171,8 +190,6 @@ CELLS = """(table) => Array.from(document.querySelectorAll(`#${table}-table tbod
 def test_the_live_page_shows_a_failure_with_its_phase_and_cause(spark: Any, tmp_path: Path) -> None:
     """A run that failed in epoch 2 and the run restored after it: the failure's task,
     subtask, operator, phase, checkpoint and cause, and which run restored what."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     base = str(tmp_path)
     failed_then_restored(spark, base)
     report = job_report("report job", checkpoint_dir=f"{base}/chk")
@@ -212,7 +229,8 @@ def test_execute_serves_the_jobs_page_while_it_runs(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``execute(ui_port=0)`` prints the page's address and serves it while epochs run
-    (read from the driver's own progress callback); the port closes with the job."""
+    (read from the driver's own progress callback); the page stays for the process, shows
+    the job's end, and the process's next job takes it over."""
     base = str(tmp_path)
     seen: list[tuple[str, Any]] = []
 
@@ -232,15 +250,23 @@ def test_execute_serves_the_jobs_page_while_it_runs(
     ((url, jobs),) = seen
     assert [(job["job_name"], job["status"]) for job in jobs["jobs"]] == [("paged job", "RUNNING")]
     assert jobs["control"] is False  # a job's own page only reads
-    with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(f"{url}api/jobs", timeout=5)  # served only while it ran
+    with urllib.request.urlopen(f"{url}api/jobs", timeout=30) as answer:
+        after = json.loads(answer.read())["jobs"]
+    assert [(job["job_name"], job["status"]) for job in after] == [("paged job", "FINISHED")]
+    build(spark, f"{base}/next", end=300).execute(
+        "next job", trigger=EpochTrigger.available_now(), progress=False, ui_port=0
+    )
+    printed = capsys.readouterr().err  # the same server, now showing the next job
+    assert f"flintlock ui: {url}#job=next%20job" in printed
+    with urllib.request.urlopen(f"{url}api/jobs", timeout=30) as answer:
+        shown = json.loads(answer.read())
+    assert [job["job_name"] for job in shown["jobs"]] == ["next job"]
+    assert shown["checkpoint_dir"] == f"{base}/next/chk"  # its own checkpoint directory
 
 
 def test_a_thousand_epochs_show_a_page_of_checkpoints_at_a_time(tmp_path: Path) -> None:
     """1,000 epochs (the log keeps the newest 500; no Spark: as the driver logs them): the
     checkpoints table shows 25, newest first, and its pager goes through the rest."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     thousand_epochs(tmp_path / "chk")
     with serve(str(tmp_path / "chk"), port=0) as server, sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
