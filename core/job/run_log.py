@@ -71,11 +71,7 @@ class RunLog:
             "figures": figures,
             "subtasks": subtasks,
         }
-        _write(
-            self.folder.storage,
-            f"{self.path}/epochs/{checkpoint.checkpoint_id:010d}.json",
-            document,
-        )
+        _write(self.folder.storage, epoch_entry(self.folder, checkpoint.checkpoint_id), document)
         if checkpoint.checkpoint_id % PRUNE_EVERY == 0:
             self._prune()
 
@@ -93,6 +89,11 @@ class RunLog:
         storage = self.folder.storage
         for path in _json_files(storage, f"{self.path}/epochs")[:-KEPT_EPOCHS]:
             storage.delete_file(path)
+
+
+def epoch_entry(folder: JobFolder, checkpoint_id: int) -> str:
+    """The run log's entry of the epoch of ``checkpoint_id``: its figures and subtasks."""
+    return f"{folder.path}/{REPORT_DIR}/epochs/{checkpoint_id:010d}.json"
 
 
 def record_failure(folder: JobFolder, run_id: str, error: BaseException) -> None:

@@ -19,7 +19,7 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, JobControlError
 from flintlock.core.job.client import JobClient
 from flintlock.ui.page import PAGE
-from flintlock.ui.state import job_document, job_names, jobs_document
+from flintlock.ui.state import checkpoint_document, job_document, job_names, jobs_document
 
 REQUEST_TIMEOUT = 300.0
 """Seconds a savepoint or stop from the page waits for the job to answer (the CLI's)."""
@@ -73,6 +73,17 @@ def create_app(shown: Shown) -> Starlette:
         except FlintlockError as error:
             return _error(409, str(error))
 
+    def checkpoint(request: Request) -> Response:
+        target = shown.target
+        name, checkpoint_id = request.path_params["name"], request.path_params["id"]
+        if name not in target.names():
+            return _error(404, f"no job {name!r} here")
+        known = target.known.setdefault(name, {})
+        document = checkpoint_document(target.storage, name, checkpoint_id, known)
+        if document is None:
+            return _error(404, f"job {name!r} has no epoch of checkpoint {checkpoint_id} logged")
+        return JSONResponse(document)
+
     def request_of(action: str) -> Any:
         def send(request: Request) -> Response:
             target = shown.target
@@ -100,6 +111,7 @@ def create_app(shown: Shown) -> Starlette:
             Route("/api/jobs", jobs),
             Route("/api/jobs/{name:path}/savepoint", request_of("savepoint"), methods=["POST"]),
             Route("/api/jobs/{name:path}/stop", request_of("stop"), methods=["POST"]),
+            Route("/api/jobs/{name:path}/checkpoints/{id:int}", checkpoint),
             Route("/api/jobs/{name:path}", job),
         ]
     )

@@ -226,7 +226,10 @@ function drawJob(report) {
   drawGraph(report);
   drawCharts(report);
   if (changed("checkpoints", report.epochs)) {
-    const rows = report.epochs.slice().reverse().map((e) => [e.checkpoint_id, e.run_id,
+    const name = encodeURIComponent(report.job_name);
+    const rows = report.epochs.slice().reverse().map((e) => [
+      el("a", {href: `#job=${name}&chk=${e.checkpoint_id}`, class: "chk"}, e.checkpoint_id),
+      e.run_id,
       e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows, when(e.time)]);
     table("checkpoints", ["checkpoint", "run", "kind", "seconds", "bytes", "rows", "time"],
       rows);
@@ -245,8 +248,71 @@ function drawJob(report) {
   }
 }
 function selected() {
-  const match = location.hash.match(/^#job=(.*)$/);
+  const match = location.hash.match(/^#job=([^&]*)/);
   return match ? decodeURIComponent(match[1]) : null;
+}
+function selectedCheckpoint() {
+  const match = location.hash.match(/&chk=([0-9]+)$/);
+  return match ? Number(match[1]) : null;
+}
+const PHASE_COLOURS = {setup: "#bbb", initialize_state: "#9bbb59", open: "#4bacc6",
+  run: "#4a6fa5", finish: "#8064a2", snapshot: "#f79646", close: "#777"};
+let timelineZoom = 1;
+function drawTimeline(entry) {
+  const spans = [];
+  entry.subtasks.forEach((sub, row) => {
+    for (const [phase, times] of Object.entries(sub.lifecycle_phases || {})) {
+      if (Array.isArray(times) && times.length === 2) spans.push([row, phase, times[0], times[1]]);
+    }
+  });
+  const holder = document.getElementById("timeline");
+  if (!spans.length) {
+    holder.replaceChildren(el("p", {class: "muted"}, "no phase times logged"));
+    return;
+  }
+  const t0 = Math.min(...spans.map((s) => s[2])), t1 = Math.max(...spans.map((s) => s[3]));
+  const L = 200, W = (900 - L) * timelineZoom, ROW = 22;
+  const x = (t) => L + (t - t0) / Math.max(t1 - t0, 1e-6) * W;
+  const root = svg("svg", {width: L + W + 20, height: 30 + ROW * entry.subtasks.length});
+  entry.subtasks.forEach((sub, row) => {
+    const g = svg("g", {class: "subtask", "data-task": sub.task_name,
+      "data-subtask": sub.subtask_index});
+    g.append(svg("text", {x: 4, y: 16 + ROW * row}, `${sub.task_name} #${sub.subtask_index}`));
+    for (const [r, phase, start, end] of spans.filter((s) => s[0] === row)) {
+      g.append(svg("rect", {class: "phase", "data-phase": phase, x: x(start), y: 4 + ROW * r,
+        width: Math.max(1, x(end) - x(start)), height: ROW - 6,
+        fill: PHASE_COLOURS[phase] || "#ccc"}, svg("title", {},
+          `${phase}: ${((end - start) * 1000).toFixed(1)} ms`)));
+    }
+    root.append(g);
+  });
+  root.append(svg("text", {x: L, y: 24 + ROW * entry.subtasks.length},
+    `0 - ${((t1 - t0) * 1000).toFixed(0)} ms`));
+  holder.replaceChildren(root);
+}
+function drawCheckpoint(entry) {
+  document.getElementById("checkpoint-id").textContent = entry.checkpoint_id;
+  const starts = entry.subtasks.flatMap((s) => Object.values(s.lifecycle_phases || {})
+    .map((t) => t[0]));
+  const t0 = starts.length ? Math.min(...starts) : null;
+  const acked = (s) => {
+    const snap = (s.lifecycle_phases || {}).snapshot;
+    return snap && t0 !== null ? ((snap[1] - t0) * 1000).toFixed(1) : "";
+  };
+  table("checkpoint-detail", ["task", "subtask", "attempt", "records in", "records out",
+    "bytes", "seconds", "acknowledged (ms after the first start)"],
+    entry.subtasks.map((s) => [s.task_name, s.subtask_index, s.attempt_id, s.records_in,
+      s.records_out, s.size_bytes, Number(s.duration_seconds.toFixed(3)), acked(s)]));
+  drawTimeline(entry);
+}
+async function refreshCheckpoint(name) {
+  const id = selectedCheckpoint();
+  document.getElementById("checkpoint").hidden = id === null;
+  if (id === null || !changed("checkpoint-shown", [name, id, timelineZoom])) return;
+  const response = await fetch(`api/jobs/${encodeURIComponent(name)}/checkpoints/${id}`);
+  const entry = await response.json();
+  if (response.ok) drawCheckpoint(entry);
+  else document.getElementById("checkpoint-detail").textContent = entry.error;
 }
 async function send(action) {
   const name = selected();
@@ -273,6 +339,7 @@ async function refresh() {
       const report = await response.json();
       if (response.ok) drawJob(report);
       else document.getElementById("job-status").textContent = report.error;
+      await refreshCheckpoint(name);
     }
     document.getElementById("updated").textContent = new Date().toLocaleTimeString();
   } catch (error) {
@@ -283,6 +350,10 @@ window.addEventListener("hashchange", () => {
   for (const k in shown) shown[k] = null;
   refresh();
 });
+document.getElementById("zoom").onchange = (event) => {
+  timelineZoom = Number(event.target.value);
+  refresh();
+};
 for (const action of ["savepoint", "stop", "drain"]) {
   document.getElementById("do-" + action).onclick = () => send(action);
 }
@@ -306,6 +377,13 @@ PAGE = f"""<!DOCTYPE html>
 <h2>Records out per second, each epoch</h2><div id="throughput"></div>
 <h2>Watermark lag (how far event time is behind the epoch's end)</h2><div id="lag"></div>
 <h2>Checkpoints</h2><div id="checkpoints"></div>
+<section id="checkpoint" hidden>
+<h2>Checkpoint <span id="checkpoint-id"></span>: its subtasks</h2>
+<div id="checkpoint-detail"></div>
+<h2>Lifecycle timeline of each subtask <select id="zoom"><option value="1">1x</option>
+<option value="2">2x</option><option value="4">4x</option><option value="8">8x</option>
+</select></h2><div id="timeline" style="overflow-x: auto"></div>
+</section>
 <h2>Runs</h2><div id="runs"></div>
 <h2>Failures</h2><div id="failures"></div>
 </section>

@@ -17,6 +17,7 @@ from flintlock.core.checkpoint.job_folder import IDENTITY, JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
 from flintlock.core.errors import FlintlockError
 from flintlock.core.job.client import job_status
+from flintlock.core.job.run_log import epoch_entry
 from flintlock.report.model import read_report
 
 
@@ -85,6 +86,20 @@ def job_document(
     except FlintlockError as error:
         report["live"] = {"status": "UNKNOWN", "error": str(error)}
     document: dict[str, Any] = finite(report)
+    return document
+
+
+def checkpoint_document(
+    storage: CheckpointStorage, name: str, checkpoint_id: int, known: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The run log's entry of one epoch (its subtasks: records, bytes, seconds, lifecycle
+    phases, when each acknowledged), None if the log has none (pruned or never run)."""
+    folder = JobFolder(storage, name)
+    path = epoch_entry(folder, checkpoint_id)
+    entry = known.get(path) or storage.read_json(path, if_there=True)
+    if not isinstance(entry, dict):
+        return None
+    document: dict[str, Any] = finite(entry)
     return document
 
 

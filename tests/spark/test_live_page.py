@@ -153,6 +153,33 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 assert all(points == epochs for _, points in drawn["lines"]), drawn
                 page.screenshot(path=str(tmp_path / "live-page.png"), full_page=True)
 
+                # a checkpoint's subtasks: their figures, acknowledgements and timeline
+                page.click("#checkpoints-table a.chk >> nth=-1")  # the oldest shown
+                subtasks = sum(v.parallelism for v in graph.vertices)
+                page.wait_for_function(
+                    "() => document.querySelectorAll('#checkpoint-detail-table tbody tr')"
+                    f".length === {subtasks}",
+                    timeout=60_000,
+                )
+                detail = page.evaluate(CELLS, "checkpoint-detail")
+                assert sorted((row[0], row[1]) for row in detail) == sorted(
+                    (v.name, str(i)) for v in graph.vertices for i in range(v.parallelism)
+                )
+                assert all(float(row[7]) > 0 for row in detail)  # each acknowledged, when
+                timeline = page.evaluate(
+                    """() => Array.from(document.querySelectorAll('#timeline g.subtask'))
+                      .map((g) => Array.from(g.querySelectorAll('rect.phase'))
+                        .map((r) => r.dataset.phase))"""
+                )
+                assert len(timeline) == subtasks
+                assert all({"open", "run", "snapshot"} <= set(phases) for phases in timeline)
+                page.screenshot(path=str(tmp_path / "checkpoint.png"), full_page=True)
+                wide = "() => document.querySelector('#timeline svg').width.baseVal.value"
+                width = page.evaluate(wide)
+                page.select_option("#zoom", "4")  # zoomed in: wider, with a scroll bar
+                page.wait_for_function(f"() => ({wide})() > 2 * {width}", timeout=60_000)
+                page.screenshot(path=str(tmp_path / "zoomed.png"), full_page=True)
+
                 # a savepoint from the page: in the job folder and in the table
                 answer = answered(page, "#do-savepoint", tmp_path / "savepoint.png")
                 assert answer.startswith("savepoint: "), answer
@@ -179,7 +206,9 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
         if client.is_running():
             client.stop()
             client.result(timeout=180)
-    shots = [tmp_path / name for name in ("live-page.png", "savepoint.png", "stopped.png")]
+    shots = [
+        tmp_path / name for name in ("live-page.png", "checkpoint.png", "zoomed.png", "stopped.png")
+    ]
     assert all(shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for shot in shots)
 
 
