@@ -2,8 +2,9 @@
 checkpoint storage at each request; savepoint and stop requests only when control is on.
 
 Routes: ``/`` the page; ``/api/jobs`` every job; ``/api/jobs/{name}`` one job's report and
-status; ``POST /api/jobs/{name}/savepoint`` and ``/stop`` (``?drain=1``) the job's
-requests, answered as ``flintlock savepoint`` and ``flintlock stop`` answer them."""
+status; ``/api/jobs/{name}/checkpoints/{id}`` one epoch's subtasks; ``POST
+/api/jobs/{name}/savepoint`` and ``/stop`` (``?drain=1``) the job's requests, answered as
+``flintlock savepoint`` and ``flintlock stop`` answer them."""
 
 from __future__ import annotations
 
