@@ -16,9 +16,11 @@ import pytest
 from test_report_model import completed, folder_at, graph, plan, write_two_runs
 
 from flintlock import GraphError, StreamExecutionEnvironment
+from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.run_log import KEPT_EPOCHS, RunLog
 from flintlock.report import job_report
-from flintlock.ui.server import serve
+from flintlock.ui.app import Target
+from flintlock.ui.server import UiServer, serve
 from flintlock.ui.state import SHOWN, finite
 
 
@@ -106,3 +108,16 @@ def test_a_job_with_a_thousand_epochs_is_read_once_per_entry(tmp_path: Path) -> 
     assert second["epochs"][-1]["run_id"] == "runB"  # not read again: known since the first
     assert [e["checkpoint_id"] for e in second["epochs"]] == list(range(502, 1001))
     assert len(json.dumps(second)) < 400_000  # no phases: what the page draws
+
+
+def test_the_page_never_makes_a_job_folder(tmp_path: Path) -> None:
+    """A job's own page starts before its job made its folder: asking for the job reads
+    and answers that it has not started, and creates nothing (a folder's identity is made
+    by the job's first start only)."""
+    storage = CheckpointStorage.from_uri(str(tmp_path / "chk"))
+    with UiServer(Target(storage, "later"), port=0) as server:
+        status, answer = fetched(f"{server.url}api/jobs/later")
+        listed, jobs = fetched(f"{server.url}api/jobs")
+    assert status == 409 and "job 'later' has not started in" in answer["error"]
+    assert listed == 200 and jobs["jobs"] == []
+    assert not (tmp_path / "chk").exists()

@@ -15,7 +15,7 @@ import pyarrow.fs as pafs
 
 from flintlock.core.checkpoint.job_folder import IDENTITY, JobFolder
 from flintlock.core.checkpoint.storage import CheckpointStorage, list_folder
-from flintlock.core.errors import FlintlockError
+from flintlock.core.errors import FlintlockError, JobControlError
 from flintlock.core.job.client import job_status
 from flintlock.core.job.run_log import epoch_entry
 from flintlock.report.model import read_report
@@ -41,11 +41,20 @@ def jobs_document(storage: CheckpointStorage) -> dict[str, Any]:
     }
 
 
+def existing_folder(storage: CheckpointStorage, name: str) -> JobFolder:
+    """The folder of job ``name``, opened, if it has started here: a page only reads, and
+    opening a folder without an identity would make one (JobControlError instead)."""
+    folder = JobFolder(storage, name)
+    if not storage.exists(f"{folder.path}/{IDENTITY}"):
+        raise JobControlError(f"job {name!r} has not started in {storage.uri(storage.base_path)}")
+    folder.open()
+    return folder
+
+
 def job_line(storage: CheckpointStorage, name: str) -> dict[str, Any]:
     """One job's line in the jobs list: status, run, last epoch and checkpoint, runs."""
-    folder = JobFolder(storage, name)
-    folder.open()
     try:
+        folder = existing_folder(storage, name)
         status = job_status(folder)
     except FlintlockError as error:  # a job that never ran, a damaged status file
         return {"job_name": name, "status": "UNKNOWN", "error": str(error)}
@@ -72,8 +81,7 @@ def job_document(
     """One job's report as the page draws it, with its status and its latest epoch's
     metrics per vertex; JSON-ready (no NaN or infinity: JSON has none). ``known`` keeps
     the run log's entries between calls (each is read once)."""
-    folder = JobFolder(storage, name)
-    folder.open()
+    folder = existing_folder(storage, name)
     whole = read_report(folder, known)
     report = {key: getattr(whole, key) for key in SHOWN}
     report["failures"] = whole.failures
