@@ -121,3 +121,14 @@ def test_the_page_never_makes_a_job_folder(tmp_path: Path) -> None:
     assert status == 409 and "job 'later' has not started in" in answer["error"]
     assert listed == 200 and jobs["jobs"] == []
     assert not (tmp_path / "chk").exists()
+
+
+def test_with_control_on_a_request_without_the_pages_header_is_refused(tmp_path: Path) -> None:
+    """Another web page the user has open can POST to loopback too, but not with a custom
+    header (the browser would ask first, and the app allows no other origin): refused,
+    and no request reaches the job's folder."""
+    write_two_runs(folder_at(tmp_path / "chk"))
+    with serve(str(tmp_path / "chk"), port=0, control=True) as server:
+        status, refused = fetched(f"{server.url}api/jobs/sums/stop", method="POST")
+    assert status == 403 and "X-Flintlock-Control" in refused["error"]
+    assert not (tmp_path / "chk" / "sums" / "_control").exists()

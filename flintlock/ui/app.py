@@ -22,6 +22,11 @@ from flintlock.core.job.client import JobClient
 from flintlock.ui.page import PAGE
 from flintlock.ui.state import checkpoint_document, job_document, job_names, jobs_document
 
+CONTROL_HEADER = "X-Flintlock-Control"
+"""A request from the page carries it: a browser sends no such header to another origin
+without asking it first (CORS), which this app never allows, so no other web page a
+user has open can stop their jobs (cross-site request forgery)."""
+
 REQUEST_TIMEOUT = 300.0
 """Seconds a savepoint or stop from the page waits for the job to answer (the CLI's)."""
 
@@ -93,6 +98,8 @@ def create_app(shown: Shown) -> Starlette:
                 return _error(
                     403, "read-only: start `flintlock ui` with --control to send requests"
                 )
+            if request.headers.get(CONTROL_HEADER) != "1":
+                return _error(403, f"a request needs the {CONTROL_HEADER} header (the page's)")
             if name not in target.names():
                 return _error(404, f"no job {name!r} here")
             client = JobClient(target.storage, name)

@@ -323,7 +323,7 @@ async function send(action) {
   const answer = document.getElementById("answer");
   answer.textContent = "waiting for the job to answer…";
   const response = await fetch(`api/jobs/${encodeURIComponent(name)}/${path}`,
-    {method: "POST"});
+    {method: "POST", headers: {"X-Flintlock-Control": "1"}});
   const body = await response.json();
   answer.textContent = response.ok ? `savepoint: ${body.savepoint}` : `refused: ${body.error}`;
 }
