@@ -130,7 +130,9 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 )
                 slow = next(b for name, b in busy.items() if name.startswith("keyed_process"))
                 source = next(b for name, b in busy.items() if name.startswith("source:"))
-                assert slow >= 200 and slow > 3 * source, busy
+                assert slow > 5 * source, (
+                    busy
+                )  # both over the same epoch: 2 s of sleep against a few ms
 
                 # new checkpoints arrive as rows, without a reload
                 seen = checkpoint_rows(page)
