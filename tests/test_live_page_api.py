@@ -18,6 +18,7 @@ from test_report_model import completed, folder_at, graph, plan, write_two_runs
 from flintlock import GraphError, StreamExecutionEnvironment
 from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.job.run_log import KEPT_EPOCHS, RunLog
+from flintlock.errors import JobControlError
 from flintlock.report import job_report
 from flintlock.ui.app import Target
 from flintlock.ui.server import UiServer, serve
@@ -132,3 +133,12 @@ def test_with_control_on_a_request_without_the_pages_header_is_refused(tmp_path:
         status, refused = fetched(f"{server.url}api/jobs/sums/stop", method="POST")
     assert status == 403 and "X-Flintlock-Control" in refused["error"]
     assert not (tmp_path / "chk" / "sums" / "_control").exists()
+
+
+def test_a_port_that_is_taken_is_an_error_naming_it(tmp_path: Path) -> None:
+    write_two_runs(folder_at(tmp_path / "chk"))
+    with serve(str(tmp_path / "chk"), port=0) as first:
+        port = int(first.url.rsplit(":", 1)[1].rstrip("/"))
+        with pytest.raises(JobControlError, match=f"cannot listen on 127.0.0.1:{port}"):
+            serve(str(tmp_path / "chk"), port=port)
+        assert fetched(f"{first.url}api/jobs")[0] == 200  # the first one serves on

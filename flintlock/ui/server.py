@@ -8,6 +8,7 @@ Needs the ``ui`` extra (Starlette and uvicorn)."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -54,26 +55,43 @@ class UiServer:
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
 
     def start(self, wait_seconds: float = 30.0) -> UiServer:
-        """Serve in the background; returns once the port is open (else an error)."""
-        self._thread = threading.Thread(target=self._server.run, name="flintlock-ui", daemon=True)
+        """Listen, then serve in the background; returns once serving. A port that is
+        taken is an error naming it (the socket is bound here, not by the server)."""
+        host, port = self._server.config.host, self._server.config.port
+        listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listening.bind((host, port))
+            listening.listen(self._server.config.backlog)
+        except OSError as error:
+            listening.close()
+            raise JobControlError(
+                f"the web page cannot listen on {host}:{port}: {error.strerror or error} "
+                f"(give another port, or 0 for any free one)"
+            ) from None
+        self._socket = listening
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [listening]},
+            name="flintlock-ui",
+            daemon=True,
+        )
         self._thread.start()
         deadline = time.monotonic() + wait_seconds
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise JobControlError(
-                    f"the web page's server did not start on "
-                    f"{self._server.config.host}:{self._server.config.port}"
-                )
+                raise JobControlError(f"the web page's server did not start on {host}:{port}")
             time.sleep(0.02)
         return self
 
     @property
     def url(self) -> str:
         """The page's address (the port the server bound, when it was asked for 0)."""
-        socket = self._server.servers[0].sockets[0]
-        host, port = socket.getsockname()[:2]
+        assert self._socket is not None, "the server was not started"
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}/"
 
     def stop(self) -> None:
@@ -81,6 +99,8 @@ class UiServer:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._socket is not None:
+            self._socket.close()
 
     def __enter__(self) -> UiServer:
         return self.start()
