@@ -319,8 +319,9 @@ class JobRun:
         a request: the next start completes it); then side by side what dead attempts of
         the epoch staged (a worker killed mid-epoch), retention and the epoch's figures."""
         self.coordinator.commit(checkpoint, self.sinks)
-        run_commits.after_commit(self, plan, checkpoint, began, abort=True)
+        figures = run_commits.after_commit(self, plan, checkpoint, began, abort=True)
         run_commits.notify_sources(self, checkpoint)
+        run_end.show_progress(self, figures)
 
     def abort_uncommitted(self, keep: dict[str, list[Any]]) -> None:
         """Have every sink drop what this job left that ``keep`` does not reference."""

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.job import run_end
 from flintlock.core.spark.failures import task_markers_dir
@@ -109,12 +109,15 @@ def beside_next_epoch(
     schedule hear of it once the run waited for it."""
     run.abort_uncommitted(checkpoint.committables)
 
+    figures: list[dict[str, Any]] = []
+
     def commit() -> None:
         run.coordinator.commit(checkpoint, run.sinks)
-        after_commit(run, plan, checkpoint, started, abort=False)
+        figures.append(after_commit(run, plan, checkpoint, started, abort=False))
 
     def then() -> None:
         notify_sources(run, checkpoint)
+        run_end.show_progress(run, figures[0])
         schedule.epoch_done(epoch)
 
     run.pending_commit.start(commit, then, f"flintlock-commit-chk-{checkpoint.checkpoint_id}")
@@ -127,22 +130,23 @@ def after_commit(
     started: float,
     *,
     abort: bool,
-) -> None:
+) -> dict[str, Any]:
     """What follows a checkpoint's commit, side by side (each step is a few requests on
-    an object store, none needs another's): the epoch's task markers go, what its dead
-    attempts staged if ``abort``, retention, and the epoch's figures. The first error
-    raises, once every step ended."""
-    steps = [
+    an object store, none needs another's): the epoch's figures recorded, its task
+    markers gone, what its dead attempts staged if ``abort``, retention. The first error
+    raises, once every step ended; else the epoch's figures (for ``show_progress``)."""
+    steps: list[Callable[[], Any]] = [
+        partial(run_end.record_epoch, run, plan, checkpoint, started),
         partial(drop_task_markers, run, checkpoint),
         partial(retain_and_collect, run),
-        partial(run_end.record_epoch, run, plan, checkpoint, started),
     ]
     if abort:
         steps.append(partial(run.abort_uncommitted, checkpoint.committables))
     with ThreadPoolExecutor(len(steps), thread_name_prefix="flintlock-after-commit") as pool:
         done = [pool.submit(step) for step in steps]
-    for step in done:
-        step.result()
+    results = [step.result() for step in done]
+    figures: dict[str, Any] = results[0]
+    return figures
 
 
 def drop_task_markers(run: JobRun, checkpoint: CompletedCheckpoint) -> None:

@@ -28,9 +28,10 @@ EPOCH_KEYS = ("epoch", "checkpoint_id", "kind", "final", "seconds", "time")
 
 def record_epoch(
     run: JobRun, plan: ExecutionPlan, checkpoint: CompletedCheckpoint, epoch_started: float
-) -> None:
-    """The committed epoch's figures: the run's totals, its metrics, the run log, the
-    status file, the progress callback."""
+) -> dict[str, Any]:
+    """The committed epoch's figures, recorded: the run's totals, its metrics, the run
+    log, the status file. The progress callback gets them on the run's thread
+    (``show_progress``): a user's callback may ask Spark about its thread."""
     records: dict[str, int] = {}
     records_in: dict[str, int] = {}
     size = 0
@@ -57,6 +58,12 @@ def record_epoch(
     run.epochs.append(figures)
     run.run_log.record_epoch(plan, checkpoint, figures)
     write_status(run, "RUNNING", checkpoint.checkpoint_id)
+    return figures
+
+
+def show_progress(run: JobRun, figures: dict[str, Any]) -> None:
+    """The progress callback, on the run's thread (where Spark's active session and the
+    epoch's job description are), with an epoch's figures."""
     if run.progress is not None:
         run.progress(figures)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -212,10 +213,17 @@ def test_a_commit_runs_beside_the_next_epoch_where_every_sink_allows_it(
     Either way every row once, and the epochs' figures in order."""
     base, notes = str(tmp_path), tmp_path / "commits.jsonl"
     sink = CommitLooksForTheNextEpoch(f"{base}/out", str(notes), "beside", beside)
+    shown: list[tuple[int, str]] = []  # the progress callback runs on the run's thread
+
+    def progress(figures: dict[str, Any]) -> None:
+        shown.append((figures["checkpoint_id"], threading.current_thread().name))
+
     result = build(spark, base, end=1000, sink=sink).execute(
-        "beside", trigger=EpochTrigger.available_now()
+        "beside", trigger=EpochTrigger.available_now(), progress=progress
     )
     assert (result.status, result.epochs) == ("FINISHED", 4)
+    here = threading.current_thread().name
+    assert shown == [(n, here) for n in (1, 2, 3, 4)]
     seen = [json.loads(line) for line in notes.read_text().splitlines()]
     if beside:  # each commit saw the next epoch under way; the last had none after it
         assert seen == [[1, 2], [2, 3], [3, 4], [4, None]]
