@@ -9,6 +9,7 @@ commits always belongs to a completed checkpoint that a restart finds."""
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -28,6 +29,7 @@ from flintlock.core.checkpoint.finished_subtasks import fully_finished, subtasks
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.paths import lies_under, parent_folder
 from flintlock.core.checkpoint.retries import tried_again
+from flintlock.core.checkpoint.savepoints import discard_savepoint_metadata
 from flintlock.core.checkpoint.snapshots import (
     TaskAcknowledgement,
     read_acknowledgements,
@@ -58,6 +60,8 @@ class CompletedCheckpoint:
     """The savepoint's own folder if checkpoint N is a savepoint (never deleted by retain)."""
     sources: dict[str, Any] = field(default_factory=dict)
     """Unbounded source uid -> its enumerator's JSON state after this checkpoint."""
+    commit_seconds: dict[str, float] = field(default_factory=dict)
+    """Sink name -> the seconds its commit and post-commit took, once this driver did it."""
 
     def finished_vertices(self) -> dict[str, int]:
         """Fully finished vertex name -> the checkpoint it finished in (FLIP-147)."""
@@ -144,11 +148,7 @@ class CheckpointCoordinator:
             self._publish(path, document, label, checkpoint_id)
         except CheckpointError as error:
             if savepoint_metadata is not None:  # no savepoint of a checkpoint that failed
-                try:
-                    self.storage.delete_file(savepoint_metadata)
-                except OSError as cleanup:
-                    if hasattr(error, "add_note"):  # Python 3.11+; 3.10 keeps the error as is
-                        error.add_note(f"{savepoint_metadata} could not be removed: {cleanup}")
+                discard_savepoint_metadata(self.storage, savepoint_metadata, error)
             raise
         return checkpoint
 
@@ -251,9 +251,11 @@ class CheckpointCoordinator:
         for name, sink in sorted(sinks.items()):
             committables = checkpoint.committables.get(name, [])
             self.folder.fence(f"commits checkpoint {checkpoint.checkpoint_id} to sink '{name}'")
+            started = time.monotonic()
             try:
                 tried_again(partial(sink.commit, context.for_sink(name), committables))
                 sink.post_commit(context.for_sink(name), committables)
+                checkpoint.commit_seconds[name] = round(time.monotonic() - started, 4)
             except CommittableError as error:
                 raise CommittableError(
                     f"sink '{name}' cannot commit checkpoint {checkpoint.checkpoint_id} of job "

@@ -94,3 +94,13 @@ def snapshots_moved_to(
         with contextlib.suppress(Exception):  # only space: nothing names them any more
             storage.delete_dir(ack.manifest_path.rsplit("/", 1)[0])
     return moved
+
+
+def discard_savepoint_metadata(storage: CheckpointStorage, path: str, error: Exception) -> None:
+    """Remove a savepoint's own metadata whose checkpoint failed to complete (no savepoint
+    of a checkpoint that failed); if it cannot go, ``error`` says so in a note."""
+    try:
+        storage.delete_file(path)
+    except OSError as cleanup:
+        if hasattr(error, "add_note"):  # Python 3.11+; 3.10 keeps the error as is
+            error.add_note(f"{path} could not be removed: {cleanup}")

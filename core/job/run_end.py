@@ -52,6 +52,7 @@ def record_epoch(
         "records_out": records,
         "checkpoint_bytes": size,
         "time": time.time(),
+        "commits": dict(checkpoint.commit_seconds),  # sink -> seconds, if committed here
     }
     metrics = run.metrics.record(checkpoint.acknowledgements, {k: figures[k] for k in EPOCH_KEYS})
     figures["watermarks"] = watermarks(metrics) if metrics else dict.fromkeys(records)

@@ -89,6 +89,9 @@ class Epoch:
     """``figures["watermarks"]`` as the epoch recorded it, None when it recorded none."""
     rows: int
     """Rows the epoch's sources read (vertices with no input), else every vertex's."""
+    commits: dict[str, float] = field(default_factory=dict)
+    """Sink name -> the seconds its commit of the epoch's checkpoint took (none logged
+    when an earlier driver's commit was completed at a restart)."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
         checkpoint_bytes=size,
         watermarks=figures.get("watermarks"),
         rows=sum(n for name, n in records_in.items() if name in sources or not sources),
+        commits=dict(figures.get("commits") or {}),
     )
 
 

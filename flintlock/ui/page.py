@@ -230,9 +230,12 @@ function drawJob(report) {
     const rows = report.epochs.slice().reverse().map((e) => [
       el("a", {href: `#job=${name}&chk=${e.checkpoint_id}`, class: "chk"}, e.checkpoint_id),
       e.run_id,
-      e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows, when(e.time)]);
-    table("checkpoints", ["checkpoint", "run", "kind", "seconds", "bytes", "rows", "time"],
-      rows);
+      e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows,
+      Object.entries(e.commits || {}).map(([sink, s]) => `${sink} ${Math.round(s * 1000)} ms`)
+        .join(", "),
+      when(e.time)]);
+    table("checkpoints", ["checkpoint", "run", "kind", "seconds", "bytes", "rows",
+      "committed", "time"], rows);
   }
   if (changed("runs", report.runs)) {
     table("runs", ["run", "started", "restored from", "checkpoints", "failure"],

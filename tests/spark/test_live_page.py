@@ -154,6 +154,9 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 epochs = min(int(drawn["rows"]), 100)  # the charts draw the newest 100
                 assert all(points == epochs for _, points in drawn["lines"]), drawn
                 page.screenshot(path=str(tmp_path / "live-page.png"), full_page=True)
+                # each checkpoint's commit of the job's one sink, and how long it took
+                committed = [row[6] for row in page.evaluate(CELLS, "checkpoints")]
+                assert all(re.fullmatch(r"files \d+ ms", cell) for cell in committed), committed
 
                 # a checkpoint's subtasks: their figures, acknowledgements and timeline
                 page.click("#checkpoints-table a.chk >> nth=-1")  # the oldest shown
