@@ -295,8 +295,9 @@ class JobRun:
             with self.settings.epoch(job, frames.task_property(plan) if frames.reuse else ""):
                 messages = frame.toArrow()
         job_signals.check_canceled()  # the cancel came before Spark had the job to cancel
-        acknowledgements, root = self.epoch_end_savepoint(plan, self._read_messages(messages))
-        self.pending_commit.wait()  # the last checkpoint's commit, beside this epoch
+        acknowledged = self._read_messages(messages)
+        self.pending_commit.wait()  # the last checkpoint's commit beside this epoch, shown
+        acknowledgements, root = self.epoch_end_savepoint(plan, acknowledged)
         details = run_start.checkpoint_details(self)
         if planned is not None:
             details["sources"] = {uid: p.state for uid, p in planned.items()}
