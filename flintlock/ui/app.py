@@ -20,7 +20,7 @@ from flintlock.core.checkpoint.storage import CheckpointStorage
 from flintlock.core.errors import FlintlockError, JobControlError
 from flintlock.core.job.client import JobClient
 from flintlock.ui.page import PAGE
-from flintlock.ui.state import checkpoint_document, job_document, job_names, jobs_document
+from flintlock.ui.state import checkpoint_document, job_document, jobs_document, started
 
 CONTROL_HEADER = "X-Flintlock-Control"
 """A request from the page carries it: a browser sends no such header to another origin
@@ -42,8 +42,12 @@ class Target:
     known: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """Per job, the run log's entries read so far (each is written once: read once)."""
 
-    def names(self) -> list[str]:
-        return [self.job] if self.job is not None else job_names(self.storage)
+    def shows(self, name: str) -> bool:
+        """Whether job ``name`` is on this page: its one job, or any job that has started
+        in the directory (one lookup of its identity, not a listing of every job)."""
+        if self.job is not None:
+            return name == self.job
+        return started(self.storage, name)
 
 
 class Shown:
@@ -62,16 +66,14 @@ def create_app(shown: Shown) -> Starlette:
 
     def jobs(request: Request) -> Response:
         target = shown.target
-        document = jobs_document(target.storage)
-        if target.job is not None:
-            document["jobs"] = [j for j in document["jobs"] if j["job_name"] == target.job]
+        document = jobs_document(target.storage, target.job)
         document["control"] = target.control
         return JSONResponse(document)
 
     def job(request: Request) -> Response:
         target = shown.target
         name = request.path_params["name"]
-        if name not in target.names():
+        if not target.shows(name):
             return _error(404, f"no job {name!r} here")
         try:
             known = target.known.setdefault(name, {})
@@ -82,7 +84,7 @@ def create_app(shown: Shown) -> Starlette:
     def checkpoint(request: Request) -> Response:
         target = shown.target
         name, checkpoint_id = request.path_params["name"], request.path_params["id"]
-        if name not in target.names():
+        if not target.shows(name):
             return _error(404, f"no job {name!r} here")
         known = target.known.setdefault(name, {})
         document = checkpoint_document(target.storage, name, checkpoint_id, known)
@@ -100,7 +102,7 @@ def create_app(shown: Shown) -> Starlette:
                 )
             if request.headers.get(CONTROL_HEADER) != "1":
                 return _error(403, f"a request needs the {CONTROL_HEADER} header (the page's)")
-            if name not in target.names():
+            if not target.shows(name):
                 return _error(404, f"no job {name!r} here")
             client = JobClient(target.storage, name)
             try:

@@ -1,6 +1,7 @@
 """What the live page shows, as JSON read from checkpoint storage: the jobs under a
-checkpoint directory (status from the lease, last epoch, last checkpoint, runs) and one
-job's report (graph, checkpoints, runs, failures, phases, metrics) with its status.
+checkpoint directory (status from the lease, last epoch, last checkpoint, runs), one
+job's report as the page draws it (graph, checkpoints, runs, failures, the latest
+metrics) with its status, and one epoch's subtasks.
 
 The job folders are the only source: the page works from any machine that sees the
 storage, for a job whose driver runs anywhere, as ``flintlock status`` does."""
@@ -33,19 +34,26 @@ def job_names(storage: CheckpointStorage) -> list[str]:
     return sorted(names)
 
 
-def jobs_document(storage: CheckpointStorage) -> dict[str, Any]:
-    """Every job of the checkpoint directory with its status line."""
+def jobs_document(storage: CheckpointStorage, only: str | None = None) -> dict[str, Any]:
+    """Every job of the checkpoint directory with its status line; with ``only``, that
+    job's alone, once it has started (a job's own page reads no other job's folder)."""
+    names = job_names(storage) if only is None else [n for n in [only] if started(storage, n)]
     return {
         "checkpoint_dir": storage.uri(storage.base_path),
-        "jobs": [job_line(storage, name) for name in job_names(storage)],
+        "jobs": [job_line(storage, name) for name in names],
     }
+
+
+def started(storage: CheckpointStorage, name: str) -> bool:
+    """Whether job ``name`` has started in the directory: its folder has its identity."""
+    return storage.exists(f"{JobFolder(storage, name).path}/{IDENTITY}")
 
 
 def existing_folder(storage: CheckpointStorage, name: str) -> JobFolder:
     """The folder of job ``name``, opened, if it has started here: a page only reads, and
     opening a folder without an identity would make one (JobControlError instead)."""
     folder = JobFolder(storage, name)
-    if not storage.exists(f"{folder.path}/{IDENTITY}"):
+    if not started(storage, name):
         raise JobControlError(f"job {name!r} has not started in {storage.uri(storage.base_path)}")
     folder.open()
     return folder
