@@ -15,6 +15,7 @@ from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.reader import list_checkpoints
 from flintlock.core.events import MAX_TIMESTAMP
 from flintlock.core.job.run_log import read_log
+from flintlock.report.pressure import backpressured_ms_per_second
 
 GANTT_PHASES = ("setup", "initialize_state", "open", "run", "finish", "snapshot", "close")
 """The lifecycle phases the Gantt chart draws, in invoke order."""
@@ -92,6 +93,9 @@ class Epoch:
     commits: dict[str, float] = field(default_factory=dict)
     """Sink name -> the seconds its commit of the epoch's checkpoint took (none logged
     when an earlier driver's commit was completed at a restart)."""
+    backpressured: dict[str, float] = field(default_factory=dict)
+    """Vertex name -> ms per second its subtasks waited on slower vertices downstream
+    (``report/pressure.py``); empty when the epoch recorded no lifecycle phases."""
 
 
 @dataclass(frozen=True)
@@ -200,8 +204,12 @@ def read_report(folder: JobFolder, known: dict[str, dict[str, Any]] | None = Non
     sources = tuple(
         v.name for v in report.vertices if not any(e.target == v.id for e in report.edges)
     )
+    names = {v.id: v.name for v in report.vertices}
+    links = [(e.source, e.target) for e in report.edges]
     for entry in sorted(log["epochs"], key=lambda e: e["checkpoint_id"]):
-        report.epochs.append(epoch_of(entry, sources))
+        epoch = epoch_of(entry, sources)
+        pressure = backpressured_ms_per_second(entry, names, links)
+        report.epochs.append(replace(epoch, backpressured=pressure) if pressure else epoch)
         report.phases.extend(phases_of(entry))
         metrics = metrics_of(entry)
         if metrics:

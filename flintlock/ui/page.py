@@ -104,18 +104,35 @@ function busyPerSecond(report) {
   }
   return busy;
 }
-function busyColour(ms) {
-  // idle: pale blue; busy: red, as Flink's graph colours them
-  const t = Math.max(0, Math.min(1, ms / 1000));
-  const mix = (a, b) => Math.round(a + (b - a) * t);
-  return `rgb(${mix(238, 240)}, ${mix(244, 128)}, ${mix(255, 128)})`;
+function backpressuredPerSecond(report) {
+  // each vertex's backpressured ms per second in the same epoch: how long its subtasks
+  // waited for the vertices downstream to end the epoch (report/pressure.py)
+  const latest = report.metrics.checkpoint_id;
+  const epoch = report.epochs.find((e) => e.checkpoint_id === latest);
+  const held = {};
+  for (const v of report.vertices) {
+    const ms = epoch && epoch.backpressured ? epoch.backpressured[v.name] : undefined;
+    if (ms !== undefined) held[v.id] = ms;
+  }
+  return held;
+}
+function vertexColour(busy, held) {
+  // as Flink's graph: busy red, backpressured dark grey, idle pale blue
+  const mix = (from, to, ms) => {
+    const t = Math.max(0, Math.min(1, ms / 1000));
+    return from.map((a, i) => Math.round(a + (to[i] - a) * t));
+  };
+  const idle = [238, 244, 255];
+  const grey = [140, 140, 140], red = [240, 128, 128];
+  const [r, g, b] = held > busy ? mix(idle, grey, held) : mix(idle, red, busy);
+  return `rgb(${r}, ${g}, ${b})`;
 }
 function drawGraph(report) {
-  const busy = busyPerSecond(report);
-  if (!changed("graph", [report.vertices, report.edges, busy])) return;
+  const busy = busyPerSecond(report), held = backpressuredPerSecond(report);
+  if (!changed("graph", [report.vertices, report.edges, busy, held])) return;
   const depth = depths(report.vertices, report.edges);
   const rowsAt = {}, place = {};
-  const W = 220, H = 80, GAP_X = 160, GAP_Y = 30;
+  const W = 220, H = 96, GAP_X = 160, GAP_Y = 30;
   for (const v of report.vertices) {
     const d = depth[v.id], r = rowsAt[d] = (rowsAt[d] ?? -1) + 1;
     place[v.id] = {x: 10 + d * (W + GAP_X), y: 10 + r * (H + GAP_Y)};
@@ -140,19 +157,22 @@ function drawGraph(report) {
   for (const v of report.vertices) {
     const p = place[v.id];
     const ops = v.operators.join(" → ");
-    const ms = busy[v.id];
+    const ms = busy[v.id], waited = held[v.id];
     const busyText = ms === undefined ? "busy: not measured" : `busy ${Math.round(ms)} ms/s`;
+    const heldText = waited === undefined ? "" : `backpressured ${Math.round(waited)} ms/s`;
     const attrs = {class: "vertex", "data-vertex": v.id, "data-name": v.name};
     if (ms !== undefined) attrs["data-busy"] = Math.round(ms);
+    if (waited !== undefined) attrs["data-backpressured"] = Math.round(waited);
     root.append(svg("g", attrs,
       svg("title", {}, `${v.name}: ${ops}`),
       svg("rect", {x: p.x, y: p.y, width: W, height: H, rx: 6,
-        style: ms === undefined ? "" : `fill: ${busyColour(ms)}`}),
+        style: ms === undefined ? "" : `fill: ${vertexColour(ms, waited ?? 0)}`}),
       svg("text", {x: p.x + 8, y: p.y + 18},
         v.name.length > 30 ? v.name.slice(0, 29) + "…" : v.name),
       svg("text", {x: p.x + 8, y: p.y + 36, class: "muted"}, v.task_type),
       svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${v.parallelism}`),
-      svg("text", {x: p.x + 8, y: p.y + 72}, busyText)));
+      svg("text", {x: p.x + 8, y: p.y + 72}, busyText),
+      svg("text", {x: p.x + 8, y: p.y + 90}, heldText)));
   }
   document.getElementById("graph").replaceChildren(root);
 }

@@ -962,7 +962,10 @@ def run_plan(plan: Plan, suite: str, capsys: pytest.CaptureFixture[str]) -> None
     for chain in chains:
         for name, sent in chain.requests.items():
             planned = any(r.plan["kill"] == "kill_while_requested" for r in sent)
-            if planned and not any(r.killed for r in sent):
+            # a quick answer moves the kill to the job's next request: when the job ended
+            # before that one was sent, the kill had no request left to fire in
+            left_unsent = any(r.state == "planned" for r in sent)
+            if planned and not left_unsent and not any(r.killed for r in sent):
                 problems.append(f"{name}: every request was answered before the test's kill")
     paused = [run for chain in chains for run in chain.paused_runs]
     damaged = [text for chain in chains for text in chain.damaged]

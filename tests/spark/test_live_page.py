@@ -1,8 +1,9 @@
 """The live page of `flintlock ui` against a running unbounded job on Spark, in a real
 headless Chromium (Debian's, driven by playwright), checked as a person sees it (issue
-38): the graph shows every vertex and edge of the job, the checkpoints table gains rows
-as epochs complete with no reload, and a savepoint and a stop sent from the page (each
-confirmed) reach the job and show in the job folder and in the table."""
+38): the graph shows every vertex and edge of the job, a sleeping vertex busy and its
+upstream backpressured, the checkpoints table gains rows as epochs complete with no
+reload, and a savepoint and a stop sent from the page (each confirmed) reach the job and
+show in the job folder and in the table."""
 
 from __future__ import annotations
 
@@ -133,6 +134,17 @@ def test_the_live_page_follows_a_running_job_and_sends_its_requests(
                 assert slow > 5 * source, (
                     busy
                 )  # both over the same epoch: 2 s of sleep against a few ms
+                # ... and the source, done with the epoch in a few ms, waits for it: it is
+                # backpressured, where the sleeping vertex (nothing downstream) is not
+                held = dict(
+                    page.evaluate(
+                        """() => Array.from(document.querySelectorAll('#graph g.vertex'))
+                          .map((g) => [g.dataset.name, Number(g.dataset.backpressured)])"""
+                    )
+                )
+                waited = next(b for name, b in held.items() if name.startswith("source:"))
+                slowed = next(b for name, b in held.items() if name.startswith("keyed_process"))
+                assert waited > 250 and waited > 5 * source and slowed == 0, (held, busy)
 
                 # new checkpoints arrive as rows, without a reload
                 seen = checkpoint_rows(page)
