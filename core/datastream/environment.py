@@ -235,7 +235,7 @@ class StreamExecutionEnvironment(SourceMethods):
                 storage_options=self.storage_options,
             )
             config.metrics, config.metrics_port = metrics_options(metrics, metrics_port)
-            page = live_page(ui_port, checkpoint_dir, job_name, self.storage_options)
+            page = live_page(ui_port, checkpoint_dir, job_name, self.storage_options, spark)
             with page, shown(progress, job_name, spark) as shown_progress:
 
                 def run(first: bool) -> JobExecutionResult:

@@ -54,6 +54,9 @@ def record_epoch(
         "time": time.time(),
         "commits": dict(checkpoint.commit_seconds),  # sink -> seconds, if committed here
     }
+    spark = run.settings.spark_jobs.pop(checkpoint.checkpoint_id, None)
+    if spark is not None:  # where Spark's UI shows the epoch
+        figures["spark"] = spark
     metrics = run.metrics.record(checkpoint.acknowledgements, {k: figures[k] for k in EPOCH_KEYS})
     figures["watermarks"] = watermarks(metrics) if metrics else dict.fromkeys(records)
     run.epochs.append(figures)

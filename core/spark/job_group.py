@@ -15,6 +15,7 @@ from another thread finds its Spark jobs without being told each epoch.
 from __future__ import annotations
 
 import contextlib
+import html
 import threading
 import time
 from collections.abc import Iterator
@@ -69,6 +70,8 @@ class SparkProgress:
 
 
 _running: dict[str, EpochJob] = {}
+_page_paths: dict[str, str] = {}
+"""Job name -> the path of Spark's UI that leads to its live page."""
 _lock = threading.Lock()
 
 
@@ -80,8 +83,25 @@ def epoch_group(job_name: str, checkpoint_id: int, run_id: str) -> str:
 
 def epoch_description(job_name: str, epoch: int, checkpoint_id: int, run_id: str) -> str:
     """The Spark job description Spark's UI shows for a flintlock job's epoch: the run's
-    epoch number and its checkpoint, as the display and the epoch lines say them."""
-    return f"flintlock job '{job_name}' epoch {epoch} chk-{checkpoint_id} (run {run_id})"
+    epoch number and its checkpoint, as the display and the epoch lines say them; and a
+    link to the job's live page where it has one (``link_page``)."""
+    text = f"flintlock job '{job_name}' epoch {epoch} chk-{checkpoint_id} (run {run_id})"
+    with _lock:
+        path = _page_paths.get(job_name)
+    if path is None:
+        return text
+    # Spark's UI draws a description as HTML when it parses (root-relative links only)
+    return f'{html.escape(text, quote=False)} <a href="{html.escape(path)}">flintlock page</a>'
+
+
+def link_page(job_name: str, path: str | None) -> None:
+    """Have the descriptions of ``job_name``'s epochs link ``path`` of Spark's UI (which
+    leads to the job's live page), or no longer (None)."""
+    with _lock:
+        if path is None:
+            _page_paths.pop(job_name, None)
+        else:
+            _page_paths[job_name] = path
 
 
 def running_epoch(job_name: str) -> EpochJob | None:
@@ -134,6 +154,17 @@ def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
         return SparkProgress(job, len(job_ids), stages_done, stages, tasks_done, tasks, running)
     except Exception:  # a status poll never fails the job
         return None
+
+
+def epoch_spark_jobs(spark: SparkSession, job: EpochJob) -> tuple[list[int], list[int]]:
+    """The ids of the epoch's Spark jobs and of their stages (for links to Spark's UI)."""
+    tracker = spark.sparkContext.statusTracker()
+    job_ids = tracker.getJobIdsForGroup(job.group) or _job_ids_for_tag(spark, job.tag)
+    stage_ids: list[int] = []
+    for job_id in job_ids:
+        info = tracker.getJobInfo(job_id)
+        stage_ids.extend(info.stageIds if info is not None else ())
+    return sorted(job_ids), sorted(stage_ids)
 
 
 def _job_ids_for_tag(spark: SparkSession, tag: str) -> list[int]:

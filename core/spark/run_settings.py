@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flintlock.core.plan.execution import EPOCH_PROPERTY
-from flintlock.core.spark.job_group import DESCRIPTION, GROUP, INTERRUPT, EpochJob
+from flintlock.core.spark.job_group import (
+    DESCRIPTION,
+    GROUP,
+    INTERRUPT,
+    EpochJob,
+    epoch_spark_jobs,
+)
+from flintlock.core.spark.session import spark_ui_url
 from flintlock.core.spark.sources import adaptive_execution_off, larger_arrow_batches
 from flintlock.core.spark.task_output import OUTPUT_PROPERTY, TaskOutputRelay
 
@@ -44,6 +51,10 @@ class RunSettings:
         """The job group the caller set around the run: each epoch's Spark job runs in it
         (so the caller's ``cancelJobGroup`` cancels the epoch), flintlock's own label
         then a job tag."""
+        self.spark_ui = None if context is None else spark_ui_url(spark)
+        self.spark_jobs: dict[int, dict[str, Any]] = {}
+        """Checkpoint id -> its epoch's Spark jobs and stages and the address of Spark's
+        UI, noted where the session has a UI: the epoch's figures take them."""
 
     @contextlib.contextmanager
     def epoch(self, job: EpochJob, task_property: str) -> Iterator[None]:
@@ -67,6 +78,13 @@ class RunSettings:
         self.context.setLocalProperty(EPOCH_PROPERTY, task_property)
         try:
             yield  # the next epoch overwrites these; the run's end puts the thread's back
+            if self.spark_ui is not None:  # no py4j call per epoch where Spark has no UI
+                jobs, stages = epoch_spark_jobs(self.spark, job)
+                self.spark_jobs[job.checkpoint_id] = {
+                    "ui": self.spark_ui,
+                    "jobs": jobs,
+                    "stages": stages,
+                }
         finally:
             if tagged:
                 self.context.removeJobTag(job.tag)

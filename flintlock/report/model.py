@@ -93,6 +93,9 @@ class Epoch:
     commits: dict[str, float] = field(default_factory=dict)
     """Sink name -> the seconds its commit of the epoch's checkpoint took (none logged
     when an earlier driver's commit was completed at a restart)."""
+    spark: dict[str, Any] | None = None
+    """Where Spark's UI shows the epoch: ``ui`` (its address), ``jobs`` and ``stages``
+    (ids); None when the session had no UI."""
     backpressured: dict[str, float] = field(default_factory=dict)
     """Vertex name -> ms per second its subtasks waited on slower vertices downstream
     (``report/pressure.py``); empty when the epoch recorded no lifecycle phases."""
@@ -280,6 +283,7 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
         watermarks=figures.get("watermarks"),
         rows=sum(n for name, n in records_in.items() if name in sources or not sources),
         commits=dict(figures.get("commits") or {}),
+        spark=figures.get("spark"),
     )
 
 

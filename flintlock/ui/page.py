@@ -237,6 +237,17 @@ function drawCharts(report) {
   chart("throughput", rates, "records out / s");
   chart("lag", lags, "ms behind");
 }
+function sparkLinks(spark) {
+  // the epoch's Spark jobs and stages in Spark's UI (noted where the session had a UI)
+  if (!spark || !spark.ui) return "";
+  const link = (path, text) => el("a", {href: spark.ui + path, class: "spark"}, text);
+  const parts = [];
+  for (const id of spark.jobs) parts.push(link(`/jobs/job/?id=${id}`, `job ${id}`), " ");
+  for (const id of spark.stages) {
+    parts.push(link(`/stages/stage/?id=${id}&attempt=0`, `stage ${id}`), " ");
+  }
+  return el("span", {}, ...parts);
+}
 function drawJob(report) {
   const live = report.live || {};
   document.getElementById("job-name").textContent = report.job_name;
@@ -253,9 +264,9 @@ function drawJob(report) {
       e.kind + (e.final ? " (final)" : ""), e.seconds, e.checkpoint_bytes, e.rows,
       Object.entries(e.commits || {}).map(([sink, s]) => `${sink} ${Math.round(s * 1000)} ms`)
         .join(", "),
-      when(e.time)]);
+      when(e.time), sparkLinks(e.spark)]);
     table("checkpoints", ["checkpoint", "run", "kind", "seconds", "bytes", "rows",
-      "committed", "time"], rows);
+      "committed", "time", "in Spark's UI"], rows);
   }
   if (changed("runs", report.runs)) {
     table("runs", ["run", "started", "restored from", "checkpoints", "failure"],
