@@ -32,7 +32,7 @@ def add_job_commands(commands: Any) -> None:
         ("savepoint", "take a savepoint of a running job at its next epoch; it keeps running"),
         ("stop", "stop a running job with a savepoint at its next epoch"),
         ("status", "show a job's status, checkpoints, savepoint and per-epoch figures"),
-        ("report", "write an HTML report of a job's runs: graph, epochs, phases, failures"),
+        ("report", "save a job's page with its data: one HTML file that needs no server"),
         ("metrics", "show a job's metrics per vertex and subtask (its latest run)"),
     ):
         command = commands.add_parser(

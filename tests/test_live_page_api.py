@@ -47,7 +47,7 @@ def test_the_api_serves_the_jobs_and_a_jobs_report_from_its_folder(tmp_path: Pat
         whole = finite(dataclasses.asdict(job_report("sums", str(tmp_path / "chk"))))
         for part in (*SHOWN, "failures"):  # as the report has them
             assert report[part] == json.loads(json.dumps(whole[part])), part
-        assert "phases" not in report and "layouts" not in report  # not drawn: not sent
+        assert "phases" not in report  # not drawn: not sent (a long job has thousands)
         latest = max(whole["metrics"], default=None)
         vertices = whole["metrics"].get(latest, {}) if latest is not None else {}
         assert report["metrics"] == {"checkpoint_id": latest, "vertices": vertices}

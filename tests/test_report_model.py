@@ -3,8 +3,7 @@ keeps in the job folder, the report read from it, the page and the CLI (issue 22
 
 from __future__ import annotations
 
-import re
-import sys
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from flintlock.core.checkpoint.coordinator import CheckpointCoordinator, Complet
 from flintlock.core.checkpoint.job_folder import JobFolder
 from flintlock.core.checkpoint.snapshots import TaskAcknowledgement, TaskRestore
 from flintlock.core.checkpoint.storage import CheckpointStorage
-from flintlock.core.errors import LifecycleError, PluginError
+from flintlock.core.errors import LifecycleError
 from flintlock.core.events import CheckpointBarrier
 from flintlock.core.exchange.partitioners import hash_by
 from flintlock.core.failure_report import FailureReport
@@ -28,8 +27,8 @@ from flintlock.core.plan.graph import InputEdge, JobGraph, Transformation, build
 from flintlock.errors import CommitError
 from flintlock.report import job_report
 from flintlock.report.model import GANTT_PHASES
-from flintlock.report.page import render_page
 from flintlock.testing import OneInputHarness
+from flintlock.ui.saved import DATA_ID, saved_documents, saved_page
 
 INVOKE_ORDER = [
     "set_initial_state",
@@ -220,19 +219,20 @@ def test_a_run_that_failed_before_its_first_checkpoint_shows_its_graph_and_error
         None,
     )
     assert [v.name for v in report.vertices] == ["numbers", "sum -> out"]
-    page = render_page(report)
-    assert "<td>failed: CommitError</td>" in page
-    assert "CommitError: the sink &#x27;out&#x27; could not commit checkpoint 1" in page
+    documents, _ = saved_documents(folder)
+    (saved,) = documents["api/jobs/sums"]["failures"]
+    assert saved["message"] == "the sink 'out' could not commit checkpoint 1"
 
 
-def test_without_watermarks_or_metrics_the_page_says_so(tmp_path: Path) -> None:
+def test_without_watermarks_or_metrics_the_saved_page_has_neither(tmp_path: Path) -> None:
     folder = folder_at(tmp_path)
     RunLog(folder, graph()).record_epoch(plan("r", 1, None), completed(1, "r", [1, 1, 1, 1]), {})
     report = job_report(folder.path)
     assert not report.has_watermarks and report.metrics == {}
-    page = render_page(report)
-    assert "This job has no event time" in page and "no metrics recorded" in page
-    assert "no failure recorded" in page
+    documents, _ = saved_documents(folder)
+    job = documents["api/jobs/sums"]
+    assert job["metrics"] == {"checkpoint_id": None, "vertices": {}}
+    assert job["failures"] == [] and [e["watermarks"] for e in job["epochs"]] == [None]
 
 
 def test_metrics_are_summed_per_vertex(tmp_path: Path) -> None:
@@ -263,13 +263,11 @@ def test_metrics_are_summed_per_vertex(tmp_path: Path) -> None:
             },
         }
     }
-    page = render_page(job_report(folder.path))
-    epochs = page.split('<table id="metrics">', 1)[1].split("</table>", 1)[0]
-    assert epochs.count("<tr><td>chk-1</td>") == 2  # a row per vertex
-    assert "<th>currentInputWatermark</th><th>numRecordsOut</th>" in epochs
-    assert "<td>numbers</td><td>99</td><td>30</td>" in epochs
-    operators = page.split('<table id="operator-metrics">', 1)[1].split("</table>", 1)[0]
-    assert "<td>sum -&gt; out</td><td>operators.op.user.seen</td><td>5</td>" in operators
+    documents, _ = saved_documents(folder)  # the page's metrics: the latest epoch's
+    assert documents["api/jobs/sums"]["metrics"] == {
+        "checkpoint_id": 1,
+        "vertices": job_report(folder.path).metrics[1],
+    }
 
 
 def test_watermarks_none_yet_and_the_end_of_input(tmp_path: Path) -> None:
@@ -283,23 +281,49 @@ def test_watermarks_none_yet_and_the_end_of_input(tmp_path: Path) -> None:
     log.record_epoch(plan("r", 2, 1), completed(2, "r", [1] * 4), {"watermarks": ended})
     report = job_report(folder.path)
     assert report.has_watermarks
-    page = render_page(report)
-    assert "<td>end of input (MAX_WATERMARK)</td>" in page and "<td>1,500</td>" in page
+    documents, _ = saved_documents(folder)
+    saved = [e["watermarks"] for e in documents["api/jobs/sums"]["epochs"]]
+    assert saved == [{"numbers": None}, ended]
 
 
-def test_the_page_fetches_nothing_and_names_every_vertex(tmp_path: Path) -> None:
+def test_the_saved_page_carries_every_document_it_draws_and_fetches_nothing(
+    tmp_path: Path,
+) -> None:
     folder = folder_at(tmp_path)
     write_two_runs(folder)
-    page = render_page(job_report(folder.path))
-    for forbidden in ("<script src", "<link", "@import", "src="):
-        assert forbidden not in page
-    # only references inside the page: the SVG's own markers and clip paths
-    assert re.findall(r"url\((?!#)|href=\"(?!#)", page) == []
-    epochs = page.split('<table id="epochs">', 1)[1].split("</table>", 1)[0]
-    assert epochs.count("<tr><td>chk-") == 3  # one row per epoch
-    for name in ("numbers", "sum", "out"):
-        assert f">{name}</text>" in page  # text stays text in the SVG
-    assert 'class="failed"' in page
+    page, report = saved_page(folder)
+    for forbidden in ("<script src", "<link", "@import", "src=", "</script><"):
+        assert forbidden not in page.split(f'id="{DATA_ID}">', 1)[1].split("</script>", 1)[0]
+    assert "<script src" not in page and "<link" not in page
+    data = json.loads(page.split(f'id="{DATA_ID}">', 1)[1].split("</script>", 1)[0])
+    assert (data["job"], sorted(data["documents"])) == (
+        "sums",
+        ["api/jobs", "api/jobs/sums", *(f"api/jobs/sums/checkpoints/{c}" for c in (1, 2, 3))],
+    )
+    jobs = data["documents"]["api/jobs"]
+    assert [j["job_name"] for j in jobs["jobs"]] == ["sums"] and jobs["control"] is False
+    job = data["documents"]["api/jobs/sums"]
+    assert [v["name"] for v in job["vertices"]] == [v.name for v in report.vertices]
+    assert [e["checkpoint_id"] for e in job["epochs"]] == [1, 2, 3]
+    detail = data["documents"]["api/jobs/sums/checkpoints/3"]
+    assert [(s["task_name"], s["subtask_index"]) for s in detail["subtasks"]] == [
+        ("numbers", 0),
+        ("numbers", 1),
+        ("sum -> out", 0),
+        ("sum -> out", 1),
+    ]
+
+
+def test_text_in_the_data_cannot_end_its_script_block(tmp_path: Path) -> None:
+    """A failure message holding ``</script>`` stays data: "<" is escaped in the block."""
+    folder = folder_at(tmp_path)
+    RunLog(folder, graph()).record_run("r")
+    record_failure(folder, "r", CommitError("</script><script>alert(1)</script>"))
+    page, _ = saved_page(folder)
+    block = page.split(f'id="{DATA_ID}">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(block)
+    (failure,) = data["documents"]["api/jobs/sums"]["failures"]
+    assert failure["message"] == "</script><script>alert(1)</script>"
 
 
 def test_only_the_newest_epochs_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -328,25 +352,14 @@ def test_the_cli_writes_the_page_and_refuses_a_folder_that_is_no_job(
     assert "is not a job folder" in capsys.readouterr().err
 
 
-def test_without_matplotlib_the_report_names_its_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = folder_at(tmp_path)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    from flintlock.report import write_report
-
-    with pytest.raises(PluginError, match=r"pip install 'flintlock\[report\]'"):
-        write_report(folder.path, str(tmp_path / "r.html"))
-    assert not (tmp_path / "r.html").exists()
-
-
 def test_a_graph_without_edges_and_the_arrow_table(tmp_path: Path) -> None:
     """A job that only has a source still gets its vertex drawn and listed."""
     folder = folder_at(tmp_path)
     only = build_job_graph([Transformation(0, "alone", lambda: None, 1, is_source=True)])
     RunLog(folder, only).record_epoch(plan("r", 1, None), completed(1, "r", [1, 1, 1, 1]), {})
-    page = render_page(job_report(folder.path))
-    assert ">alone</text>" in page and "<td>alone</td>" in page
+    documents, _ = saved_documents(folder)
+    job = documents["api/jobs/sums"]
+    assert ([v["name"] for v in job["vertices"]], job["edges"]) == (["alone"], [])
     assert pa is not None
 
 
@@ -362,7 +375,9 @@ def test_with_no_run_log_the_graph_comes_from_the_latest_checkpoint(tmp_path: Pa
         ("numbers", ["numbers"]),
         ("sum -> out", ["sum", "out"]),
     ]
-    assert "no epoch completed" in render_page(report)
+    documents, _ = saved_documents(folder)
+    assert documents["api/jobs/sums"]["epochs"] == []
+    assert [v["name"] for v in documents["api/jobs/sums"]["vertices"]] == ["numbers", "sum -> out"]
 
 
 def sized_graph(parallelism: int, with_filter: bool = False) -> JobGraph:
@@ -390,11 +405,9 @@ def test_a_restore_at_another_parallelism_shows_each_runs_parallelism(tmp_path: 
     assert layout.runs == [1, 2, 3]
     assert [layout.parallelism_text(v) for v in layout.vertices] == ["2 (runs 1, 2), 4 (run 3)"] * 2
     assert [v.parallelism for v in report.vertices] == [4, 4]  # the newest run's
-    page = render_page(report)
-    vertices = page.split('<table id="vertices">', 1)[1].split("</table>", 1)[0]
-    assert vertices.count("<td>2 (runs 1, 2), 4 (run 3)</td>") == 2
-    assert page.count(">one-input, parallelism 2 (runs 1, 2), 4 (run 3)</text>") == 1  # drawn
-    assert "<th>#</th><th>run</th>" in page  # the run numbers the graph names
+    documents, _ = saved_documents(folder)  # the page says it from the layouts
+    (saved,) = documents["api/jobs/sums"]["layouts"]
+    assert saved["parallelism"] == {"0": {"1": 2, "2": 2, "3": 4}, "1": {"1": 2, "2": 2, "3": 4}}
 
     RunLog(folder, sized_graph(4, with_filter=True)).record_run("run4")
     report = job_report(folder.path)
@@ -402,12 +415,8 @@ def test_a_restore_at_another_parallelism_shows_each_runs_parallelism(tmp_path: 
         ([1, 2, 3], ["numbers", "sum -> out"]),
         ([4], ["numbers", "sum -> big -> out"]),  # the newest shape last: #vertices, #edges
     ]
-    page = render_page(report)
-    assert "<h3>Runs 1, 2, 3</h3>" in page and "<h3>Run 4</h3>" in page
-    assert (
-        page.index('id="vertices-1"') < page.index("<h3>Run 4</h3>") < page.index('id="vertices"')
-    )
-    assert ">big</text>" in page and "<td>2 (runs 1, 2), 4 (run 3)</td>" in page
+    documents, _ = saved_documents(folder)
+    assert [layout["runs"] for layout in documents["api/jobs/sums"]["layouts"]] == [[1, 2, 3], [4]]
 
 
 def test_a_job_without_event_time_says_so_in_one_line(tmp_path: Path) -> None:
@@ -428,73 +437,8 @@ def test_a_job_without_event_time_says_so_in_one_line(tmp_path: Path) -> None:
         log.record_epoch(plan("r", checkpoint_id, None, final), checkpoint, figures)
     report = job_report(folder.path)
     assert not report.has_watermarks
-    page = render_page(report)
-    section = page.split("<h2>Watermarks</h2>", 1)[1].split("<h2>", 1)[0]
-    assert section == (
-        '<p class="none">This job has no event time: none of its epochs recorded a watermark.</p>\n'
-    )
-    assert 'id="watermarks"' not in page
-    metrics = page.split('<table id="metrics"', 1)[1].split("</table>", 1)[0]
-    assert "<th>numRecordsOut</th>" in metrics and "atermark" not in metrics
-    assert "<td>-</td>" not in metrics and "end of input" not in metrics
-    runs = page.split('<table id="runs"', 1)[1].split("</table>", 1)[0]
-    assert "<td>chk-1..chk-120</td>" in runs  # not 120 names in one cell
-
-
-def svg_number(text: str, pattern: str) -> float:
-    match = re.search(pattern, text)
-    assert match, pattern
-    return float(match.group(1))
-
-
-def test_a_failed_epochs_label_is_drawn_last_above_the_bars(tmp_path: Path) -> None:
-    """Run A failed in chk-2, run B completed chk-2: its bar stands where run A failed.
-    The label goes above the plot frame, after every bar and line in the SVG."""
-    folder = folder_at(tmp_path)
-    write_two_runs(folder)
-    page = render_page(job_report(folder.path))
-    epochs = page.split("<h2>Epochs</h2>", 1)[1].split("</svg>", 1)[0]
-    label = re.findall(r"<text [^>]*>[^<]*failed</text>[\s\S]*", epochs)[-1]
-    assert re.match(r"<text [^>]*>failed</text>\s*</g>\s*</g>\s*</g>\s*<defs>", label)
-    assert '<g id="failed-chk-2">' in epochs  # the browser test finds it by this id
-    frame_top = svg_number(
-        epochs,
-        r'<g id="patch_2">\s*<path d="M [\d.]+ [\d.]+ \s*L [\d.]+ '
-        r"[\d.]+ \s*L [\d.]+ ([\d.]+)",
-    )
-    baseline = svg_number(label, r' y="([\d.]+)"')
-    assert baseline < frame_top  # above the plot: no bar, line or point reaches it
-    patches = re.findall(
-        r'<g id="(patch_\d+)">\s*<path d="M [\d.]+ [\d.]+ \s*L [\d.]+ [\d.]+ \s*L [\d.]+ ([\d.]+)',
-        epochs,
-    )
-    bar_tops = [float(top) for patch, top in patches if patch != "patch_1"]  # 1: the figure
-    assert len(bar_tops) > 3 and min(bar_tops) >= frame_top
-    assert ">run 1</text>" in epochs and ">run 2</text>" in epochs  # as the runs table says
-
-
-def test_long_tables_are_paged_with_every_row_in_the_page(tmp_path: Path) -> None:
-    from flintlock.report.page import PAGE_ROWS
-
-    folder = folder_at(tmp_path)
-    log = RunLog(folder, graph())
-    for checkpoint_id in range(1, 61):
-        figures = {"watermarks": {"numbers": 1000 * checkpoint_id, "sum -> out": None}}
-        log.record_epoch(
-            plan("r", checkpoint_id, None), completed(checkpoint_id, "r", [1] * 4), figures
-        )
-    page = render_page(job_report(folder.path))
-    for name, rows in (("epochs", 60), ("watermarks", 120), ("phases", 60 * 4)):
-        opening = f'<table id="{name}" class="paged" data-page-rows="{PAGE_ROWS}">'
-        assert opening in page, name
-        assert page.split(opening, 1)[1].split("</table>", 1)[0].count("<tr><td>") == rows
-    runs = page.split('<table id="runs"', 1)[1].split(">", 1)[0]
-    assert "paged" not in runs  # one run: a short table stays as it is
-    phases = page.split('<table id="phases"', 1)[1].split("</table>", 1)[0]
-    assert "<th>checkpoint</th><th>task</th><th>subtask</th><th>setup ms</th>" in phases
-    assert "The newest 48 of 240 subtask rows" in page
-    (script,) = re.findall(r"<script[^>]*>", page)
-    assert script == "<script>"  # inline: nothing fetched
+    out = {name: m["numRecordsOut"] for name, m in report.metrics[120].items()}
+    assert out == {"numbers": 2.0, "sum -> out": 2.0}  # the end of input: no watermark drawn
 
 
 def test_where_a_subtask_ran_is_no_metric_of_the_report() -> None:

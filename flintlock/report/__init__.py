@@ -1,8 +1,9 @@
 """``flintlock report JOB -o report.html``: one self-contained HTML page of a job's runs.
 
-The job graph, a timeline of epochs, watermark progress, each subtask's lifecycle phases
-as a Gantt chart, failures with task, operator and phase, and metrics where recorded;
-charts by matplotlib (the ``report`` extra) as inline SVG, nothing fetched when opened.
+It is the live page (``flintlock ui``) saved with the job folder's documents in it
+(``flintlock/ui/saved.py``): the graph, the checkpoints with each one's subtasks and
+lifecycle timeline, the charts, the runs, the failures and the metrics; it opens
+without a server and fetches nothing. ``model`` reads what both show from the folder.
 """
 
 from __future__ import annotations
@@ -29,18 +30,15 @@ def open_job_folder(job: str, checkpoint_dir: str | None = None) -> JobFolder:
 
 
 def job_report(job: str, checkpoint_dir: str | None = None) -> RunReport:
-    """What the report of a job shows, read from its folder (no Spark, no matplotlib)."""
+    """What the report of a job shows, read from its folder (no Spark)."""
     return read_report(open_job_folder(job, checkpoint_dir))
 
 
 def write_report(job: str, output: str, checkpoint_dir: str | None = None) -> RunReport:
-    """Write the job's report page to ``output``; needs the ``report`` extra (matplotlib)."""
-    from flintlock.report.charts import load_pyplot
-    from flintlock.report.page import render_page
+    """Write the job's page, saved with its data, to ``output``; the job's report."""
+    from flintlock.ui.saved import saved_page
 
-    load_pyplot()  # refuse before reading anything when matplotlib is missing
-    report = job_report(job, checkpoint_dir)
-    page = render_page(report)
+    page, report = saved_page(open_job_folder(job, checkpoint_dir))
     with open(output, "w", encoding="utf-8") as file:
         file.write(page)
     return report

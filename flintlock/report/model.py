@@ -96,6 +96,9 @@ class Epoch:
     spark: dict[str, Any] | None = None
     """Where Spark's UI shows the epoch: ``ui`` (its address), ``jobs`` and ``stages``
     (ids); None when the session had no UI."""
+    state_bytes: dict[str, int] = field(default_factory=dict)
+    """Vertex name -> bytes of managed state over its subtasks (``stateSizeBytes``, where
+    metrics were taken)."""
     backpressured: dict[str, float] = field(default_factory=dict)
     """Vertex name -> ms per second its subtasks waited on slower vertices downstream
     (``report/pressure.py``); empty when the epoch recorded no lifecycle phases."""
@@ -265,8 +268,12 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
     records_in: dict[str, int] = {}
     records_out: dict[str, int] = {}
     size = 0
+    state: dict[str, int] = {}
     for subtask in entry.get("subtasks", []):
         name = subtask["task_name"]
+        metrics = subtask.get("metrics") or {}
+        if isinstance(metrics.get("stateSizeBytes"), int):
+            state[name] = state.get(name, 0) + metrics["stateSizeBytes"]
         records_in[name] = records_in.get(name, 0) + subtask.get("records_in", 0)
         records_out[name] = records_out.get(name, 0) + subtask.get("records_out", 0)
         size += subtask.get("size_bytes", 0)
@@ -284,6 +291,7 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
         rows=sum(n for name, n in records_in.items() if name in sources or not sources),
         commits=dict(figures.get("commits") or {}),
         spark=figures.get("spark"),
+        state_bytes=state,
     )
 
 

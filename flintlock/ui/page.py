@@ -26,6 +26,20 @@ SCRIPT = """
 const PAGE_ROWS = __PAGE_ROWS__;
 const shown = {};
 const pages = {};
+const SAVED = (() => {
+  // a saved page (flintlock report) carries every document it draws; a live one fetches
+  const node = document.getElementById("flintlock-data");
+  return node ? JSON.parse(node.textContent) : null;
+})();
+async function load(path) {
+  if (SAVED) {
+    const body = SAVED.documents[path];
+    return body === undefined
+      ? {ok: false, body: {error: `${path} is not saved in this page`}} : {ok: true, body};
+  }
+  const response = await fetch(path);
+  return {ok: response.ok, body: await response.json()};
+}
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
@@ -89,6 +103,18 @@ function depths(vertices, edges) {
   }
   return depth;
 }
+function parallelismText(report, v) {
+  // "2", or each value and its runs where a restore changed it: "2 (run 1), 3 (run 2)"
+  const layout = (report.layouts || []).slice(-1)[0];
+  const perRun = layout ? layout.parallelism[String(v.id)] : null;
+  const runsOf = new Map();
+  for (const [run, p] of Object.entries(perRun || {})) {
+    runsOf.set(p, [...(runsOf.get(p) || []), run]);
+  }
+  if (runsOf.size <= 1) return String(v.parallelism);
+  return Array.from(runsOf, ([p, runs]) =>
+    `${p} (${runs.length === 1 ? "run" : "runs"} ${runs.join(", ")})`).join(", ");
+}
 function busyPerSecond(report) {
   // each vertex's busy ms per second of its subtasks in the latest epoch (Flink's
   // busyTimeMsPerSecond): the time they processed, not waiting for input
@@ -129,7 +155,7 @@ function vertexColour(busy, held) {
 }
 function drawGraph(report) {
   const busy = busyPerSecond(report), held = backpressuredPerSecond(report);
-  if (!changed("graph", [report.vertices, report.edges, busy, held])) return;
+  if (!changed("graph", [report.vertices, report.edges, report.layouts, busy, held])) return;
   const depth = depths(report.vertices, report.edges);
   const rowsAt = {}, place = {};
   const W = 220, H = 96, GAP_X = 160, GAP_Y = 30;
@@ -170,11 +196,16 @@ function drawGraph(report) {
       svg("text", {x: p.x + 8, y: p.y + 18},
         v.name.length > 30 ? v.name.slice(0, 29) + "…" : v.name),
       svg("text", {x: p.x + 8, y: p.y + 36, class: "muted"}, v.task_type),
-      svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${v.parallelism}`),
+      svg("text", {x: p.x + 8, y: p.y + 54}, `parallelism ${parallelismText(report, v)}`),
       svg("text", {x: p.x + 8, y: p.y + 72}, busyText),
       svg("text", {x: p.x + 8, y: p.y + 90}, heldText)));
   }
-  document.getElementById("graph").replaceChildren(root);
+  // runs of another shape (an operator added or removed since): named under the graph
+  const older = (report.layouts || []).slice(0, -1).map((layout) => el("p",
+    {class: "muted shape"}, `${layout.runs.length === 1 ? "Run" : "Runs"} `
+    + `${layout.runs.join(", ")} had another graph: `
+    + layout.vertices.map((v) => v.name).join("; ")));
+  document.getElementById("graph").replaceChildren(root, ...older);
 }
 const CHART_EPOCHS = 100;
 const COLOURS = ["#4a6fa5", "#c0504d", "#9bbb59", "#8064a2", "#f79646", "#4bacc6"];
@@ -188,12 +219,12 @@ function lowest(value) {
   }
   return null;
 }
-function chart(id, series, unit) {
+function chart(id, series, unit, empty) {
   // one line per series over the newest CHART_EPOCHS epochs: x the checkpoint id
   const names = Object.keys(series).filter((n) => series[n].length);
   const holder = document.getElementById(id);
   if (!names.length) {
-    holder.replaceChildren(el("p", {class: "muted"}, "nothing to draw yet"));
+    holder.replaceChildren(el("p", {class: "muted"}, empty || "nothing to draw yet"));
     return;
   }
   const points = names.flatMap((n) => series[n]);
@@ -220,14 +251,16 @@ function chart(id, series, unit) {
 function drawCharts(report) {
   const epochs = report.epochs.slice(-CHART_EPOCHS);
   if (!changed("charts", epochs)) return;
-  const rates = {}, lags = {};
-  for (const v of report.vertices) { rates[v.name] = []; lags[v.name] = []; }
+  const rates = {}, lags = {}, sizes = {};
+  for (const v of report.vertices) { rates[v.name] = []; lags[v.name] = []; sizes[v.name] = []; }
   for (const e of epochs) {
     for (const v of report.vertices) {
       const out = (e.records_out || {})[v.name];
       if (out !== undefined && e.seconds > 0) {
         rates[v.name].push([e.checkpoint_id, out / e.seconds]);
       }
+      const size = (e.state_bytes || {})[v.name];
+      if (size !== undefined) sizes[v.name].push([e.checkpoint_id, size]);
       const mark = lowest((e.watermarks || {})[v.name]);
       if (mark !== null && e.time) {
         lags[v.name].push([e.checkpoint_id, Math.max(0, e.time * 1000 - mark)]);
@@ -235,7 +268,11 @@ function drawCharts(report) {
     }
   }
   chart("throughput", rates, "records out / s");
-  chart("lag", lags, "ms behind");
+  const none = report.epochs.length && !report.epochs.some((e) =>
+    Object.values(e.watermarks || {}).some((w) => lowest(w) !== null));
+  chart("lag", lags, "ms behind", none ? "This job has no event time: no watermark to draw"
+    : "nothing to draw yet");
+  chart("state", sizes, "bytes of state");
 }
 function sparkLinks(spark) {
   // the epoch's Spark jobs and stages in Spark's UI (noted where the session had a UI)
@@ -247,6 +284,30 @@ function sparkLinks(spark) {
     parts.push(link(`/stages/stage/?id=${id}&attempt=0`, `stage ${id}`), " ");
   }
   return el("span", {}, ...parts);
+}
+function failureText(f) {
+  // "LifecycleError in chk-2 (keyed_process, run)": what failed, where and when
+  const where = [f.operator, f.phase].filter((x) => x).join(", ");
+  return f.error_type + (f.checkpoint_id !== null && f.checkpoint_id !== undefined
+    ? ` in chk-${f.checkpoint_id}` : "") + (where ? ` (${where})` : "");
+}
+function drawMetrics(metrics) {
+  // the latest epoch's metrics of each vertex, summed over its subtasks (a row a metric)
+  const rows = [];
+  for (const [vertex, values] of Object.entries(metrics.vertices || {})) {
+    for (const name of Object.keys(values).sort()) {
+      const value = values[name];
+      rows.push([vertex, name, Number.isInteger(value) ? value : Number(value.toFixed(3))]);
+    }
+  }
+  document.getElementById("metrics-of").textContent =
+    metrics.checkpoint_id === null ? "" : `chk-${metrics.checkpoint_id}`;
+  if (!rows.length) {
+    document.getElementById("metrics").replaceChildren(
+      el("p", {class: "muted"}, "no metrics recorded"));
+    return;
+  }
+  table("metrics", ["vertex", "metric", "value"], rows);
 }
 function drawJob(report) {
   const live = report.live || {};
@@ -272,8 +333,9 @@ function drawJob(report) {
     table("runs", ["run", "started", "restored from", "checkpoints", "failure"],
       report.runs.slice().reverse().map((r) => [r.run_id, when(r.started),
         r.restored_from ?? "", r.checkpoints.length,
-        r.failure ? r.failure.error_type : ""]));
+        r.failure ? failureText(r.failure) : ""]));
   }
+  if (changed("metrics", report.metrics)) drawMetrics(report.metrics);
   if (changed("failures", report.failures)) {
     table("failures", ["run", "time", "error", "task", "subtask", "operator", "phase",
       "checkpoint", "message"], report.failures.slice().reverse().map((f) => [f.run_id,
@@ -283,7 +345,7 @@ function drawJob(report) {
 }
 function selected() {
   const match = location.hash.match(/^#job=([^&]*)/);
-  return match ? decodeURIComponent(match[1]) : null;
+  return match ? decodeURIComponent(match[1]) : (SAVED ? SAVED.job : null);
 }
 function selectedCheckpoint() {
   const match = location.hash.match(/&chk=([0-9]+)$/);
@@ -343,10 +405,9 @@ async function refreshCheckpoint(name) {
   const id = selectedCheckpoint();
   document.getElementById("checkpoint").hidden = id === null;
   if (id === null || !changed("checkpoint-shown", [name, id, timelineZoom])) return;
-  const response = await fetch(`api/jobs/${encodeURIComponent(name)}/checkpoints/${id}`);
-  const entry = await response.json();
-  if (response.ok) drawCheckpoint(entry);
-  else document.getElementById("checkpoint-detail").textContent = entry.error;
+  const answer = await load(`api/jobs/${encodeURIComponent(name)}/checkpoints/${id}`);
+  if (answer.ok) drawCheckpoint(answer.body);
+  else document.getElementById("checkpoint-detail").textContent = answer.body.error;
 }
 async function send(action) {
   const name = selected();
@@ -363,19 +424,20 @@ async function send(action) {
 }
 async function refresh() {
   try {
-    const jobs = await (await fetch("api/jobs")).json();
+    const jobs = (await load("api/jobs")).body;
     drawJobs(jobs);
     document.getElementById("controls").hidden = !jobs.control;
     const name = selected();
     document.getElementById("job").hidden = name === null;
     if (name !== null) {
-      const response = await fetch("api/jobs/" + encodeURIComponent(name));
-      const report = await response.json();
-      if (response.ok) drawJob(report);
-      else document.getElementById("job-status").textContent = report.error;
+      const answer = await load("api/jobs/" + encodeURIComponent(name));
+      if (answer.ok) drawJob(answer.body);
+      else document.getElementById("job-status").textContent = answer.body.error;
       await refreshCheckpoint(name);
     }
-    document.getElementById("updated").textContent = new Date().toLocaleTimeString();
+    document.getElementById("updated").textContent = SAVED
+      ? `saved ${when(SAVED.saved)}: a copy of the job folder, nothing fetched`
+      : `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     document.getElementById("updated").textContent = "unreachable: " + error;
   }
@@ -392,7 +454,7 @@ for (const action of ["savepoint", "stop", "drain"]) {
   document.getElementById("do-" + action).onclick = () => send(action);
 }
 refresh();
-setInterval(refresh, 1000);
+if (!SAVED) setInterval(refresh, 1000);  // a saved page has all it shows
 """.replace("__PAGE_ROWS__", str(PAGE_ROWS))
 
 PAGE = f"""<!DOCTYPE html>
@@ -400,7 +462,7 @@ PAGE = f"""<!DOCTYPE html>
 <style>{STYLE}</style></head>
 <body>
 <h1>flintlock <span class="muted" id="where"></span></h1>
-<div class="muted">updated <span id="updated"></span></div>
+<div class="muted" id="updated"></div>
 <h2>Jobs</h2><div id="jobs"></div>
 <section id="job" hidden>
 <h2>Job <span id="job-name"></span>: <span id="job-status"></span></h2>
@@ -410,6 +472,7 @@ PAGE = f"""<!DOCTYPE html>
 <h2>Graph</h2><div id="graph"></div>
 <h2>Records out per second, each epoch</h2><div id="throughput"></div>
 <h2>Watermark lag (how far event time is behind the epoch's end)</h2><div id="lag"></div>
+<h2>State size per vertex, each epoch</h2><div id="state"></div>
 <h2>Checkpoints</h2><div id="checkpoints"></div>
 <section id="checkpoint" hidden>
 <h2>Checkpoint <span id="checkpoint-id"></span>: its subtasks</h2>
@@ -420,6 +483,7 @@ PAGE = f"""<!DOCTYPE html>
 </section>
 <h2>Runs</h2><div id="runs"></div>
 <h2>Failures</h2><div id="failures"></div>
+<h2>Metrics <span id="metrics-of" class="muted"></span></h2><div id="metrics"></div>
 </section>
 <script>{SCRIPT}</script>
 </body></html>

@@ -78,7 +78,17 @@ def job_line(storage: CheckpointStorage, name: str) -> dict[str, Any]:
     }
 
 
-SHOWN = ("job_name", "job_id", "folder", "status", "vertices", "edges", "runs", "epochs")
+SHOWN = (
+    "job_name",
+    "job_id",
+    "folder",
+    "status",
+    "vertices",
+    "edges",
+    "layouts",
+    "runs",
+    "epochs",
+)
 """The report's parts the page draws as they are (its phases and older metrics stay out:
 the page polls each second, and a long job's phases are thousands of rows)."""
 

@@ -1,6 +1,7 @@
-"""The HTML run report of a job that failed and was restored at another parallelism, and
-of a long job written by its run log, rendered in a real headless Chromium (Debian's,
-driven by playwright) and checked as a person sees it (issues 22 and 32)."""
+"""The run report (the live page saved with its data) of a job that failed and was
+restored at another parallelism, and of a long job written by its run log, opened from
+its file in a real headless Chromium (Debian's, driven by playwright) with the network
+blocked, and checked as a person sees it (issues 22, 32 and 38)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import unbounded_jobs
 from playwright.sync_api import sync_playwright
 from pyspark import cloudpickle
-from test_report_model import completed, folder_at, graph, plan, write_two_runs
+from test_report_model import completed, folder_at, graph, plan, sized_graph, write_two_runs
 from unbounded_jobs import RunningSumUntilTheEnd, build
 
 from flintlock import FileSink, MapFunction, StreamExecutionEnvironment
@@ -70,9 +71,31 @@ def failed_then_restored(spark: Any, base: str) -> None:
     assert (result.status, result.epochs) == ("FINISHED", 1)
 
 
+CELLS = """(table) => Array.from(document.querySelectorAll(`#${table}-table tbody tr`))
+  .map((row) => Array.from(row.cells).map((cell) => cell.textContent))"""
+TIMELINE_ROWS = "document.querySelectorAll('#timeline g.subtask').length"
+
+
+def opened_offline(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    """``path`` opened with every network request blocked and recorded, once drawn."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.route("**/*", block_the_network)
+    page.goto(path.as_uri())
+    page.wait_for_function(
+        "() => document.querySelectorAll('#checkpoints-table tbody tr').length > 0",
+        timeout=60_000,
+    )
+    return page, requests
+
+
 def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
     spark: Any, tmp_path: Path
 ) -> None:
+    """The saved page (the live page with its data in it) of a job whose first run failed
+    in epoch 2 and whose second ran at another parallelism, opened from its file with the
+    network blocked: graph, runs, checkpoints, failures, and each checkpoint's subtasks."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     base = str(tmp_path)
@@ -81,60 +104,66 @@ def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
     report = write_report("report job", str(page_path), checkpoint_dir=f"{base}/chk")
     vertices = ["source:sequence", "keyed_process -> files"]
     assert [v.name for v in report.vertices] == vertices
-    screenshot = tmp_path / "report.png"
+    first, second = (run.run_id for run in report.runs)
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            seen = render(browser, page_path, screenshot)
-            probe = tmp_path / "probe.html"  # the request check itself catches a fetch
-            probe.write_text('<img src="http://flintlock.invalid/x.png"><p>probe</p>')
-            probe_requests = render(browser, probe, tmp_path / "probe.png")["requests"]
+            page, requests = opened_offline(browser, page_path)
+            graph = page.evaluate(
+                """() => Array.from(document.querySelectorAll('#graph g.vertex'))
+                  .map((g) => [g.dataset.name, g.textContent])"""
+            )
+            seen = {name: page.evaluate(CELLS, name) for name in ("checkpoints", "runs")}
+            failures = page.evaluate(CELLS, "failures")
+            lag = page.inner_text("#lag")
+            updated = page.inner_text("#updated")
+            shown = page.inner_text("#job-name")
+            timelines = []
+            for checkpoint_id in (1, 2):  # a click shows the checkpoint's subtasks
+                page.click(f"#checkpoints-table a.chk >> text='{checkpoint_id}'")
+                page.wait_for_function(
+                    f"() => document.getElementById('checkpoint-id').textContent === "
+                    f"'{checkpoint_id}' && {TIMELINE_ROWS} > 0",
+                    timeout=60_000,
+                )
+                timelines.append(page.evaluate(f"() => {TIMELINE_ROWS}"))
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            assert page.locator("#controls").is_hidden()  # a saved page sends nothing
         finally:
             browser.close()
-    assert seen["requests"] == [page_path.as_uri()]  # the page itself, nothing else
-    assert probe_requests == [probe.as_uri(), "http://flintlock.invalid/x.png"]
-    assert seen["vertex_cells"] == [[name, "2 (run 1), 3 (run 2)"] for name in vertices]
-    for operator in ("source:sequence", "keyed_process", "files"):
-        assert operator in seen["graph_text"], f"{operator} not drawn in the graph"
-    assert seen["graph_text"].count("parallelism 2 (run 1), 3 (run 2)") == 2  # each vertex
-    first, second = (run.run_id for run in report.runs)
-    assert seen["run_rows"] == [
-        ["1", first, "-", "chk-1", "failed in chk-2: keyed_process, run"],
-        ["2", second, "chk-1", "chk-2", "-"],  # restored from chk-1
+    assert requests == [page_path.as_uri()]  # the page itself, nothing else
+    assert shown == "report job" and updated.startswith("saved ")
+    assert [name for name, _ in graph] == vertices
+    for _, text in graph:  # each vertex: its parallelism in each run
+        assert "parallelism 2 (run 1), 3 (run 2)" in text, text
+    assert [row[:3] for row in seen["checkpoints"]] == [
+        ["2", second, "checkpoint (final)"],  # newest first
+        ["1", first, "checkpoint"],
     ]
-    assert seen["failed_label"] == {"text": "failed", "on_top": True, "overlaps": []}
-    assert seen["epoch_rows"] == [
-        ["chk-1", first, "checkpoint"],
-        ["chk-2", second, "checkpoint (final)"],
+    assert [[row[0], *row[2:]] for row in seen["runs"]] == [
+        [second, "1", "1", ""],  # restored from chk-1
+        [first, "", "1", "LifecycleError in chk-2 (keyed_process, run)"],
     ]
-    assert seen["failure_rows"] == [
-        [
-            "chk-2",
-            "keyed_process -> files",
-            "keyed_process",
-            "run",
-            f"ValueError: injected: id {FAILING_ID} in epoch 2",
-        ]
-    ]
-    recorded = recorded_watermarks(tmp_path / "chk")
-    if recorded:  # the epochs' figures carry watermarks once metrics are taken
-        assert seen["watermarks"] == recorded
-    else:
-        assert seen["watermarks"].startswith("This job has no event time")
-    assert seen["gantt_labels"] == 2 * 2 + 2 * 3  # a row per subtask: chk-1 at 2, chk-2 at 3
-    data = screenshot.read_bytes()
+    ((run, _, error, task, _, operator, phase, checkpoint, message),) = failures
+    assert (run, error, task, operator, phase, checkpoint) == (
+        first,
+        "LifecycleError",
+        "keyed_process -> files",
+        "keyed_process",
+        "run",
+        "2",
+    )
+    assert f"ValueError: injected: id {FAILING_ID} in epoch 2" in message
+    if not recorded_watermarks(tmp_path / "chk"):
+        assert lag == "This job has no event time: no watermark to draw"
+    assert timelines == [2 + 2, 3 + 3]  # a row per subtask: chk-1 at 2, chk-2 at 3
+    data = (tmp_path / "report.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
 
 
-SHOWN_ROWS = """(table) => Array.from(document.querySelectorAll(`#${table} tbody tr`))
-  .filter((row) => row.getClientRects().length > 0).map((row) => row.cells[0].textContent)"""
-"""The first cell of each row of a table that the browser lays out (not hidden)."""
-
-
-def test_a_long_report_pages_its_tables_and_shows_the_failed_label(tmp_path: Path) -> None:
-    """60 epochs (no Spark: the run log as the driver writes it): the epochs and phases
-    tables show 25 rows at a time and the pager's buttons move through all of them; the
-    "failed" label of run A's chk-2 is not covered by run B's chk-2 bar."""
+def test_a_long_report_pages_its_checkpoints(tmp_path: Path) -> None:
+    """60 epochs (no Spark: the run log as the driver writes it): the saved page's
+    checkpoints table shows 25 at a time, newest first, and its pager goes through all."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     folder = folder_at(tmp_path / "chk")
@@ -148,42 +177,57 @@ def test_a_long_report_pages_its_tables_and_shows_the_failed_label(tmp_path: Pat
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            requests: list[str] = []
-            page.on("request", lambda request: requests.append(request.url))
-            page.route("**/*", block_the_network)
-            page.goto(path.as_uri())
-            page.wait_for_load_state("load")
-            pager = page.locator("#epochs").locator("xpath=preceding-sibling::div[1]")
-            seen = [(page.evaluate(SHOWN_ROWS, "epochs"), pager.locator("span").inner_text())]
-            assert pager.get_by_role("button", name="previous").is_disabled()
-            for button in ("next", "last", "show all", "first"):
+            page, requests = opened_offline(browser, path)
+            pager = page.locator("#checkpoints .pager")
+            seen = [([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text())]
+            for button in ("older", "older", "newer"):
                 pager.get_by_role("button", name=button).click()
                 seen.append(
-                    (page.evaluate(SHOWN_ROWS, "epochs"), pager.locator("span").inner_text())
+                    ([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text())
                 )
-            assert pager.get_by_role("button", name="previous").is_disabled()
-            phases = page.locator("#phases").locator("xpath=preceding-sibling::div[1]")
-            phases_status = phases.locator("span").inner_text()
-            label = failed_label(page, 2)
+            metrics = page.inner_text("#metrics")
             screenshot = page.screenshot(full_page=True)
         finally:
             browser.close()
-    chk = [f"chk-{n}" for n in range(1, 61)]
-    assert (
-        seen
-        == [
-            (chk[:25], "rows 1-25 of 60"),
-            (chk[25:50], "rows 26-50 of 60"),  # next
-            (chk[50:], "rows 51-60 of 60"),  # last
-            (chk, "all 60 rows"),  # show all
-            (chk[:25], "rows 1-25 of 60"),  # first
-        ]
-    )
-    assert phases_status == "rows 1-25 of 240"  # 60 epochs x 4 subtasks
-    assert label == {"text": "failed", "on_top": True, "overlaps": []}
+    chk = [str(n) for n in range(60, 0, -1)]
+    assert [rows for rows, _ in seen] == [chk[:25], chk[25:50], chk[50:], chk[25:50]]
+    assert [text.split("older")[-1].strip() for _, text in seen] == [
+        "rows 1-25 of 60",
+        "rows 26-50 of 60",
+        "rows 51-60 of 60",
+        "rows 26-50 of 60",
+    ]
+    assert metrics == "no metrics recorded"  # the log's acknowledgements carry none
     assert requests == [path.as_uri()]  # the pager is the page's own script
     assert screenshot[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_runs_of_another_graph_are_named_under_the_newest(tmp_path: Path) -> None:
+    """Runs 1-3 of numbers -> sum -> out (run 3 rescaled), run 4 with a filter added: the
+    page draws run 4's graph and names the runs that had the other one."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
+    folder = folder_at(tmp_path / "chk")
+    for number, parallelism in enumerate((2, 2, 4), 1):
+        RunLog(folder, sized_graph(parallelism)).record_run(f"run{number}")
+    log = RunLog(folder, sized_graph(4, with_filter=True))
+    log.record_epoch(plan("run4", 1, None), completed(1, "run4", [1, 1, 1, 1]), {})
+    path = tmp_path / "report.html"
+    write_report(folder.path, str(path))
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, requests = opened_offline(browser, path)
+            names = page.evaluate(
+                "() => Array.from(document.querySelectorAll('#graph g.vertex'))"
+                ".map((g) => g.dataset.name)"
+            )
+            notes = page.locator("#graph p.shape").all_inner_texts()
+        finally:
+            browser.close()
+    assert names == ["numbers", "sum -> big -> out"]
+    assert notes == ["Runs 1, 2, 3 had another graph: numbers; sum -> out"]
+    assert requests == [path.as_uri()]
 
 
 class OpensOnceBadly(MapFunction):
@@ -277,66 +321,3 @@ def block_the_network(route: Any) -> None:
         route.continue_()
     else:
         route.abort()
-
-
-def render(browser: Any, path: Path, screenshot: Path) -> dict[str, Any]:
-    """Open ``path`` with every network request blocked and recorded; what is visible."""
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
-    requests: list[str] = []
-    page.on("request", lambda request: requests.append(request.url))
-    page.route("**/*", block_the_network)
-    page.goto(path.as_uri())
-    page.wait_for_load_state("load")
-    page.screenshot(path=str(screenshot), full_page=True)
-    if not page.locator("#vertices").count():
-        return {"requests": requests}
-
-    def visible_rows(table: str, columns: list[int]) -> list[list[str]]:
-        rows = page.locator(f"#{table} tbody tr")
-        assert rows.first.is_visible()
-        return [
-            [rows.nth(i).locator("td").nth(c).inner_text() for c in columns]
-            for i in range(rows.count())
-        ]
-
-    graph = page.locator(".chart").first
-    assert graph.is_visible()
-    labels = page.locator("svg text", has_text="chk-")
-    return {
-        "requests": requests,
-        "vertex_cells": visible_rows("vertices", [0, 3]),
-        "run_rows": visible_rows("runs", [0, 1, 3, 4, 5]),
-        "graph_text": graph.inner_text(),
-        "epoch_rows": visible_rows("epochs", [0, 1, 2]),
-        "failure_rows": visible_rows("failures", [2, 3, 5, 6, 7]),
-        "watermarks": visible_rows("watermarks", [0, 1, 2])
-        if page.locator("#watermarks").count()
-        else page.get_by_text("no event time").inner_text(),
-        "gantt_labels": sum(labels.nth(i).is_visible() for i in range(labels.count())),
-        "failed_label": failed_label(page, 2),
-    }
-
-
-def failed_label(page: Any, checkpoint_id: int) -> dict[str, Any]:
-    """The epochs chart's "failed" label of ``checkpoint_id`` as a person sees it: its
-    text, whether the point at its centre is the label itself (nothing painted over it),
-    and which other drawn elements of the chart its box overlaps (the figure's own
-    background aside)."""
-    return page.evaluate(
-        """(id) => {
-          const label = document.querySelector(`#failed-chk-${id} text`);
-          label.scrollIntoView({block: "center"});
-          const box = label.getBoundingClientRect();
-          const hit = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
-          const overlaps = Array.from(label.ownerSVGElement.querySelectorAll("path, use, text"))
-            .filter((e) => e !== label && !e.closest("#patch_1"))
-            .filter((e) => {
-              const r = e.getBoundingClientRect();
-              return r.width + r.height > 0 && r.left < box.right && box.left < r.right
-                && r.top < box.bottom && box.top < r.bottom;
-            })
-            .map((e) => (e.closest("g[id]") || e).id);
-          return {text: label.textContent, on_top: hit === label, overlaps: overlaps};
-        }""",
-        checkpoint_id,
-    )
