@@ -24,6 +24,11 @@ every request costs the server's CPU as well as a round trip.
 
     python bench/w4_s3.py [--rows 10000000] [--per-checkpoint 1000000] [--runs 3]
                           [--sinks files,delta,iceberg] [--cpu]
+                          [--server host:port [--server-pid PID]]
+
+``--server`` runs it against an S3-compatible server already listening there (one
+written in Go, whose requests cost less CPU than moto's Python: SeaweedFS, as in
+``bench/s3_commit.py``); ``--server-pid`` names its process for ``--cpu``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 import pyarrow as pa
 import w4
 from pyspark import cloudpickle
-from s3_commit import SERVER_PIDS, moto_server
+from s3_commit import SERVER_PIDS, existing_server, moto_server
 from timing import local_session, timed
 
 from flintlock import EpochTrigger, StreamExecutionEnvironment
@@ -149,6 +154,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sinks", default="files,delta,iceberg")
     parser.add_argument("--cpu", action="store_true", help="CPU seconds, machine and server")
+    parser.add_argument("--server", help="host:port of a running S3 server (default: moto)")
+    parser.add_argument("--server-pid", type=int, help="its process, for --cpu")
     args = parser.parse_args()
     spark = local_session(driver_memory="4g")
     scratch = tempfile.mkdtemp(prefix="flintlock-w4-s3-")
@@ -156,7 +163,8 @@ def main() -> None:
     files = 2 * -(-in_memory.num_rows // args.per_checkpoint)  # 2 subtasks per epoch
     systems = args.sinks.split(",")
     try:
-        with moto_server() as server:
+        started_server = existing_server(args.server) if args.server else moto_server()
+        with started_server as server:
             targets = S3Targets(server, scratch, files)
             variants: dict[str, Callable[[], Any]] = {}
             for system in systems:
@@ -182,11 +190,12 @@ def main() -> None:
             started = time.perf_counter()
             figures = timed(args.runs, variants)
             if args.cpu:
-                server_pid = SERVER_PIDS[server.port]
+                server_pid = args.server_pid or SERVER_PIDS[server.port]
                 chosen = {n: w for n, w in variants.items() if "on S3" in n or "baseline" in n}
                 cpu = cpu_seconds(args.runs, chosen, server_pid)
         print(
-            f"W4 on S3 (moto), {args.rows:,} input ids -> {in_memory.num_rows:,} rows, a "
+            f"W4 on S3 ({args.server or 'moto'}), {args.rows:,} input ids -> "
+            f"{in_memory.num_rows:,} rows, a "
             f"checkpoint every {args.per_checkpoint:,} rows, parallelism 2, local[2], median "
             f"of {args.runs} ({time.perf_counter() - started:.0f} s)"
         )

@@ -5,9 +5,11 @@ blocked, and checked as a person sees it (issues 22, 32 and 38)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,21 @@ def opened_offline(browser: Any, path: Path) -> tuple[Any, list[str]]:
         timeout=60_000,
     )
     return page, requests
+
+
+@contextlib.contextmanager
+def saved_report(folder: str, tmp_path: Path) -> Iterator[tuple[Any, list[str], Path]]:
+    """The report of the job in ``folder`` written to ``tmp_path`` and opened offline in
+    Chromium: the page, the requests it made, the file."""
+    path = tmp_path / "report.html"
+    write_report(folder, str(path))
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, requests = opened_offline(browser, path)
+            yield page, requests, path
+        finally:
+            browser.close()
 
 
 def test_the_report_of_a_failed_and_restored_job_in_a_real_browser(
@@ -172,23 +189,14 @@ def test_a_long_report_pages_its_checkpoints(tmp_path: Path) -> None:
     for checkpoint_id in range(4, 61):
         checkpoint = completed(checkpoint_id, "runB", [1, 1, 1, 1])
         log.record_epoch(plan("runB", checkpoint_id, checkpoint_id - 1), checkpoint, {})
-    path = tmp_path / "report.html"
-    write_report(folder.path, str(path))
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page, requests = opened_offline(browser, path)
-            pager = page.locator("#checkpoints .pager")
-            seen = [([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text())]
-            for button in ("older", "older", "newer"):
-                pager.get_by_role("button", name=button).click()
-                seen.append(
-                    ([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text())
-                )
-            metrics = page.inner_text("#metrics")
-            screenshot = page.screenshot(full_page=True)
-        finally:
-            browser.close()
+    with saved_report(folder.path, tmp_path) as (page, requests, path):
+        pager = page.locator("#checkpoints .pager")
+        seen = [([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text())]
+        for button in ("older", "older", "newer"):
+            pager.get_by_role("button", name=button).click()
+            seen.append(([r[0] for r in page.evaluate(CELLS, "checkpoints")], pager.inner_text()))
+        metrics = page.inner_text("#metrics")
+        screenshot = page.screenshot(full_page=True)
     chk = [str(n) for n in range(60, 0, -1)]
     assert [rows for rows, _ in seen] == [chk[:25], chk[25:50], chk[50:], chk[25:50]]
     assert [text.split("older")[-1].strip() for _, text in seen] == [
@@ -212,19 +220,12 @@ def test_runs_of_another_graph_are_named_under_the_newest(tmp_path: Path) -> Non
         RunLog(folder, sized_graph(parallelism)).record_run(f"run{number}")
     log = RunLog(folder, sized_graph(4, with_filter=True))
     log.record_epoch(plan("run4", 1, None), completed(1, "run4", [1, 1, 1, 1]), {})
-    path = tmp_path / "report.html"
-    write_report(folder.path, str(path))
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page, requests = opened_offline(browser, path)
-            names = page.evaluate(
-                "() => Array.from(document.querySelectorAll('#graph g.vertex'))"
-                ".map((g) => g.dataset.name)"
-            )
-            notes = page.locator("#graph p.shape").all_inner_texts()
-        finally:
-            browser.close()
+    with saved_report(folder.path, tmp_path) as (page, requests, path):
+        names = page.evaluate(
+            "() => Array.from(document.querySelectorAll('#graph g.vertex'))"
+            ".map((g) => g.dataset.name)"
+        )
+        notes = page.locator("#graph p.shape").all_inner_texts()
     assert names == ["numbers", "sum -> big -> out"]
     assert notes == ["Runs 1, 2, 3 had another graph: numbers; sum -> out"]
     assert requests == [path.as_uri()]
