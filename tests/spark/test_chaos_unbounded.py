@@ -530,8 +530,11 @@ class Chain:
         while run.reader.is_alive():
             run.reader.join(0.05)
             if marker is not None and marker.exists():  # it stopped itself: a stale driver
-                with self.lock:
-                    run.paused = True
+                with self.lock:  # unless a kill came first: the job's next run pauses
+                    run.paused = not run.killed_by_test
+                if not run.paused:
+                    marker = None
+                    continue
                 watchdog.cancel()
                 run.stdout.append((time.perf_counter() - run.started, "PAUSED (SIGSTOP)"))
                 return run
@@ -743,21 +746,31 @@ class Chain:
 
     def kill_while_pending(self, request: Request) -> None:
         """Kill the driver a random part of an epoch after the request is written and a
-        driver runs the job, if the request is still unanswered by then."""
+        driver runs the job, if the request is still unanswered by then. A driver that
+        ended first (another fault killed it) leaves the request to the job's next run,
+        which is sent it again: the kill waits for that one. A request answered first
+        moves the kill to the job's next request."""
         job = request.plan["job"]
         storage = self.plan.storage
         deadline = time.monotonic() + REQUEST_TIMEOUT
-        run: DriverRun | None = None
-        while run is None and time.monotonic() < deadline and request.state != "answered":
+        tried: list[DriverRun] = []
+        while time.monotonic() < deadline and request.state != "answered":
             current = self.current_run()  # after a restart: once the new driver has the job
-            if pending_requests(storage, job) and job in current.jobs and current.result is None:
-                run = current
-            time.sleep(0.02)
-        assert request.kill_after is not None
-        time.sleep(request.kill_after * self.typical_epoch())
-        if run is not None and pending_requests(storage, job) and self.kill(run, "while requested"):
-            request.killed = True
-            return
+            carried_out = request.state == "sent" and pending_requests(storage, job)
+            if not carried_out or job not in current.jobs or current.result is not None:
+                time.sleep(0.02)
+                continue
+            if any(run is current for run in tried):
+                time.sleep(0.02)
+                continue
+            tried.append(current)
+            assert request.kill_after is not None
+            time.sleep(request.kill_after * self.typical_epoch())
+            if pending_requests(storage, job) and self.kill(current, "while requested"):
+                request.killed = True
+                return
+            if current.process.poll() is None and current.result is None and not current.paused:
+                break  # the driver runs on: it answered before the kill was due
         later = self.requests[request.plan["job"]]
         index = later.index(request)
         if index + 1 < len(later):  # at once there: a quick answer must not miss it twice
