@@ -138,26 +138,26 @@ def spark_progress(spark: SparkSession, job: EpochJob) -> SparkProgress | None:
     Spark Connect (no status tracker) or if Spark is gone."""
     try:
         tracker = spark.sparkContext.statusTracker()
-        stages_done = stages = tasks_done = tasks = running = 0
-        job_ids = tracker.getJobIdsForGroup(job.group) or _job_ids_for_tag(spark, job.tag)
-        for job_id in job_ids:
-            info = tracker.getJobInfo(job_id)
-            for stage_id in info.stageIds if info is not None else ():
-                stage: Any = tracker.getStageInfo(stage_id)
-                stages += 1
-                if stage is None:  # not run: Spark skipped it, or it has not started
-                    continue
-                tasks += stage.numTasks
-                tasks_done += stage.numCompletedTasks
-                running += stage.numActiveTasks
-                stages_done += stage.numCompletedTasks == stage.numTasks
-        return SparkProgress(job, len(job_ids), stages_done, stages, tasks_done, tasks, running)
+        stages_done = tasks_done = tasks = running = 0
+        job_ids, stage_ids = epoch_spark_jobs(spark, job)
+        for stage_id in stage_ids:
+            stage: Any = tracker.getStageInfo(stage_id)
+            if stage is None:  # not run: Spark skipped it, or it has not started
+                continue
+            tasks += stage.numTasks
+            tasks_done += stage.numCompletedTasks
+            running += stage.numActiveTasks
+            stages_done += stage.numCompletedTasks == stage.numTasks
+        return SparkProgress(
+            job, len(job_ids), stages_done, len(stage_ids), tasks_done, tasks, running
+        )
     except Exception:  # a status poll never fails the job
         return None
 
 
 def epoch_spark_jobs(spark: SparkSession, job: EpochJob) -> tuple[list[int], list[int]]:
-    """The ids of the epoch's Spark jobs and of their stages (for links to Spark's UI)."""
+    """The ids of the epoch's Spark jobs and of their stages (its progress, links to
+    Spark's UI)."""
     tracker = spark.sparkContext.statusTracker()
     job_ids = tracker.getJobIdsForGroup(job.group) or _job_ids_for_tag(spark, job.tag)
     stage_ids: list[int] = []

@@ -97,11 +97,12 @@ class Epoch:
     """Where Spark's UI shows the epoch: ``ui`` (its address), ``jobs`` and ``stages``
     (ids); None when the session had no UI."""
     state_bytes: dict[str, int] = field(default_factory=dict)
-    """Vertex name -> bytes of managed state over its subtasks (``stateSizeBytes``, where
-    metrics were taken)."""
+    """Vertex name -> bytes of managed state over its subtasks (``stateSizeBytes`` of the
+    epoch's metrics, where taken; ``read_report`` fills it)."""
     backpressured: dict[str, float] = field(default_factory=dict)
     """Vertex name -> ms per second its subtasks waited on slower vertices downstream
-    (``report/pressure.py``); empty when the epoch recorded no lifecycle phases."""
+    (``report/pressure.py``; ``read_report`` fills it); empty when the epoch recorded no
+    lifecycle phases."""
 
 
 @dataclass(frozen=True)
@@ -213,11 +214,14 @@ def read_report(folder: JobFolder, known: dict[str, dict[str, Any]] | None = Non
     names = {v.id: v.name for v in report.vertices}
     links = [(e.source, e.target) for e in report.edges]
     for entry in sorted(log["epochs"], key=lambda e: e["checkpoint_id"]):
-        epoch = epoch_of(entry, sources)
-        pressure = backpressured_ms_per_second(entry, names, links)
-        report.epochs.append(replace(epoch, backpressured=pressure) if pressure else epoch)
-        report.phases.extend(phases_of(entry))
         metrics = metrics_of(entry)
+        state = {
+            name: int(m["stateSizeBytes"]) for name, m in metrics.items() if "stateSizeBytes" in m
+        }
+        pressure = backpressured_ms_per_second(entry, names, links)
+        epoch = replace(epoch_of(entry, sources), state_bytes=state, backpressured=pressure)
+        report.epochs.append(epoch)
+        report.phases.extend(phases_of(entry))
         if metrics:
             report.metrics[entry["checkpoint_id"]] = metrics
     report.failures = [failure_of(entry) for entry in log["failures"]]
@@ -268,12 +272,8 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
     records_in: dict[str, int] = {}
     records_out: dict[str, int] = {}
     size = 0
-    state: dict[str, int] = {}
     for subtask in entry.get("subtasks", []):
         name = subtask["task_name"]
-        metrics = subtask.get("metrics") or {}
-        if isinstance(metrics.get("stateSizeBytes"), int):
-            state[name] = state.get(name, 0) + metrics["stateSizeBytes"]
         records_in[name] = records_in.get(name, 0) + subtask.get("records_in", 0)
         records_out[name] = records_out.get(name, 0) + subtask.get("records_out", 0)
         size += subtask.get("size_bytes", 0)
@@ -291,7 +291,6 @@ def epoch_of(entry: dict[str, Any], sources: tuple[str, ...] = ()) -> Epoch:
         rows=sum(n for name, n in records_in.items() if name in sources or not sources),
         commits=dict(figures.get("commits") or {}),
         spark=figures.get("spark"),
-        state_bytes=state,
     )
 
 

@@ -24,11 +24,14 @@ function parallelismText(report, v) {
   return Array.from(runsOf, ([p, runs]) =>
     `${p} (${runs.length === 1 ? "run" : "runs"} ${runs.join(", ")})`).join(", ");
 }
+function latestEpoch(report) {
+  // the epoch whose metrics the report carries (the graph's figures are that epoch's)
+  return report.epochs.find((e) => e.checkpoint_id === report.metrics.checkpoint_id);
+}
 function busyPerSecond(report) {
   // each vertex's busy ms per second of its subtasks in the latest epoch (Flink's
   // busyTimeMsPerSecond): the time they processed, not waiting for input
-  const latest = report.metrics.checkpoint_id;
-  const epoch = report.epochs.find((e) => e.checkpoint_id === latest);
+  const epoch = latestEpoch(report);
   const busy = {};
   if (!epoch || !epoch.seconds) return busy;
   for (const v of report.vertices) {
@@ -42,8 +45,7 @@ function busyPerSecond(report) {
 function backpressuredPerSecond(report) {
   // each vertex's backpressured ms per second in the same epoch: how long its subtasks
   // waited for the vertices downstream to end the epoch (report/pressure.py)
-  const latest = report.metrics.checkpoint_id;
-  const epoch = report.epochs.find((e) => e.checkpoint_id === latest);
+  const epoch = latestEpoch(report);
   const held = {};
   for (const v of report.vertices) {
     const ms = epoch && epoch.backpressured ? epoch.backpressured[v.name] : undefined;
